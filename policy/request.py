@@ -1,0 +1,206 @@
+"""What a pod asks of shared GPUs, read from a v1 Pod and validated.
+
+Contract of :func:`parse_pod_request`:
+
+* returns ``None`` for a pod that asks for no shared-GPU resource (it is passed
+  through untouched);
+* returns a :class:`GPURequest` for a valid shared-GPU pod;
+* raises :class:`InvalidRequest` with one specific, stable message naming the
+  first rule the pod breaks.
+
+Rules (ACK's): amounts come from ``limits`` of ``spec.containers`` (a value
+present only in ``requests`` is taken from there; both present must agree);
+init containers are ignored. ``aliyun.com/gpu-mem`` is whole GiB, at least 1,
+and required; ``aliyun.com/gpu-core.percentage`` is a multiple of 5 from 5 to
+100 and at most 100 for the whole pod. Every GPU container asks for the same
+set of resources. Pod label ``aliyun.com/gpu-count=N`` splits the pod's memory
+evenly over N GPUs of one node (memory only; each container's amount divides
+by N). Pod label ``ack.gpushare.placement=require-whole-device`` asks for
+completely free GPUs that the request fills exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policy.names import (
+    CORE_PER_GPU,
+    GPU_CORE,
+    GPU_MEM,
+    POD_GPU_COUNT,
+    POD_PLACEMENT,
+    REQUIRE_WHOLE_DEVICE,
+)
+from policy.quantity import QuantityError, parse_quantity
+
+
+class InvalidRequest(ValueError):
+    """A shared-GPU pod that breaks one of ACK's rules; ``str()`` says which."""
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    index: int  # position in spec.containers
+    name: str
+    memory: int  # GiB, the container's total over all its GPUs
+    core: int  # compute units, 0 for a memory-only container
+
+
+@dataclass(frozen=True)
+class GPURequest:
+    containers: tuple[ContainerRequest, ...]
+    gpu_count: int = 1
+    whole_device: bool = False
+
+    @property
+    def memory(self) -> int:
+        """GiB for the whole pod."""
+        return sum(c.memory for c in self.containers)
+
+    @property
+    def core(self) -> int:
+        """Compute units for the whole pod (0 when memory-only)."""
+        return sum(c.core for c in self.containers)
+
+    @property
+    def memory_per_gpu(self) -> int:
+        return self.memory // self.gpu_count
+
+    @property
+    def core_per_gpu(self) -> int:
+        return self.core // self.gpu_count
+
+    @property
+    def wants_core(self) -> bool:
+        """True for a memory+compute pod, which only core_mem nodes take."""
+        return self.core > 0
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(memory per GPU, core per GPU, GPU count)``: what placement depends on."""
+        return (self.memory_per_gpu, self.core_per_gpu, self.gpu_count)
+
+
+def simple_request(memory: int, core: int = 0, gpu_count: int = 1, whole_device: bool = False) -> GPURequest:
+    """A one-container request, for callers that have no Pod object (replays, tests)."""
+    return GPURequest((ContainerRequest(0, "main", memory, core),), gpu_count, whole_device)
+
+
+def _amount(container: dict, resource: str) -> object | None:
+    """The raw limit (else request) of ``resource``, checking the two agree."""
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    name = container.get("name", "")
+    if resource in limits and resource in requests:
+        try:
+            same = parse_quantity(limits[resource]) == parse_quantity(requests[resource])
+        except QuantityError:
+            same = True  # reported as an invalid quantity by the caller
+        if not same:
+            raise InvalidRequest(
+                f"{resource} request {requests[resource]!r} differs from its limit "
+                f"{limits[resource]!r} in container {name!r}"
+            )
+    if resource in limits:
+        return limits[resource]
+    return requests.get(resource)
+
+
+def _whole(raw: object, resource: str, container: str) -> int:
+    try:
+        exact = parse_quantity(raw)
+    except QuantityError:
+        raise InvalidRequest(f"{resource} {raw!r} in container {container!r} is not a valid quantity") from None
+    if exact.denominator != 1:
+        raise InvalidRequest(f"{resource} must be a whole number, got {raw!r} in container {container!r}")
+    return int(exact)
+
+
+def _containers(pod: dict) -> list:
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
+        raise InvalidRequest("malformed pod: spec.containers is not a list of containers")
+    return containers
+
+
+def _labels(pod: dict) -> dict:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels if isinstance(labels, dict) else {}
+
+
+def parse_pod_request(pod: dict) -> GPURequest | None:
+    """Read and validate the shared-GPU request of a v1 Pod (see module doc)."""
+    found = []
+    for index, container in enumerate(_containers(pod)):
+        name = container.get("name", "")
+        raw_mem = _amount(container, GPU_MEM)
+        raw_core = _amount(container, GPU_CORE)
+        if raw_mem is None and raw_core is None:
+            continue
+        if raw_mem is None:
+            raise InvalidRequest(
+                f"{GPU_CORE} without {GPU_MEM} in container {name!r}: "
+                "GPU compute is shared only together with GPU memory"
+            )
+        memory = _whole(raw_mem, GPU_MEM, name)
+        if memory < 1:
+            raise InvalidRequest(f"{GPU_MEM} must be at least 1 GiB, got {raw_mem!r} in container {name!r}")
+        core = 0
+        if raw_core is not None:
+            core = _whole(raw_core, GPU_CORE, name)
+            if core % 5 or not 5 <= core <= CORE_PER_GPU:
+                raise InvalidRequest(
+                    f"{GPU_CORE} must be a multiple of 5 from 5 to 100, got {raw_core!r} in container {name!r}"
+                )
+        found.append(ContainerRequest(index, name, memory, core))
+    if not found:
+        return None
+
+    first = found[0]
+    for other in found[1:]:
+        if (first.core > 0) != (other.core > 0):
+            def resource_set(c: ContainerRequest) -> str:
+                return f"{GPU_MEM} and {GPU_CORE}" if c.core else f"{GPU_MEM} only"
+
+            raise InvalidRequest(
+                "every GPU container must request the same resources: container "
+                f"{first.name!r} requests {resource_set(first)}, container {other.name!r} "
+                f"requests {resource_set(other)}"
+            )
+
+    labels = _labels(pod)
+    gpu_count = 1
+    if POD_GPU_COUNT in labels:
+        raw = labels[POD_GPU_COUNT]
+        if not isinstance(raw, str) or not raw.isdigit() or int(raw) < 1:
+            raise InvalidRequest(f"label {POD_GPU_COUNT} must be a whole number of GPUs from 1, got {raw!r}")
+        gpu_count = int(raw)
+    whole_device = False
+    if POD_PLACEMENT in labels:
+        if labels[POD_PLACEMENT] != REQUIRE_WHOLE_DEVICE:
+            raise InvalidRequest(
+                f"label {POD_PLACEMENT} must be {REQUIRE_WHOLE_DEVICE!r}, got {labels[POD_PLACEMENT]!r}"
+            )
+        whole_device = True
+
+    request = GPURequest(tuple(found), gpu_count, whole_device)
+    if gpu_count > 1:
+        if request.wants_core:
+            raise InvalidRequest(
+                f"label {POD_GPU_COUNT} splits GPU memory only; it cannot be combined with {GPU_CORE}"
+            )
+        for c in found:
+            if c.memory % gpu_count:
+                raise InvalidRequest(
+                    f"{GPU_MEM} {c.memory} in container {c.name!r} does not divide evenly over {gpu_count} GPUs"
+                )
+    elif request.core > CORE_PER_GPU:
+        raise InvalidRequest(f"the pod's total {GPU_CORE} is {request.core}, more than one GPU (100)")
+    if whole_device and request.wants_core and request.core_per_gpu != CORE_PER_GPU:
+        raise InvalidRequest(
+            f"{REQUIRE_WHOLE_DEVICE} needs the whole GPU's compute: {GPU_CORE} must total 100, "
+            f"got {request.core_per_gpu}"
+        )
+    return request

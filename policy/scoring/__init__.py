@@ -1,0 +1,33 @@
+"""Node scoring strategies, one per module, chosen by name in configuration.
+
+A strategy has ``name`` and ``score(candidates) -> raw`` (float per node,
+higher is better; only feasible nodes matter). It may also have
+``choose(candidates) -> gpus`` to pick GPUs itself instead of the node's
+placement label, and ``observe(request)`` to learn from the pods it sees.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from policy.scoring.ack import Ack
+from policy.scoring.binpack import Binpack
+from policy.scoring.random import Random
+from policy.scoring.spread import Spread
+
+STRATEGIES = {cls.name: cls for cls in (Ack, Binpack, Spread, Random)}
+DEFAULT_STRATEGY = "ack"
+
+
+def make_strategy(name: str = DEFAULT_STRATEGY, **options):
+    """A new strategy instance; raises ValueError naming the known strategies.
+
+    ``options`` (e.g. ``seed``) go to the strategies whose constructor takes
+    them and are ignored by the others.
+    """
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown scoring strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None
+    accepted = inspect.signature(cls).parameters
+    return cls(**{k: v for k, v in options.items() if k in accepted})

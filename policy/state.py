@@ -1,0 +1,187 @@
+"""The cluster as numpy arrays: one row per node, one column per GPU slot.
+
+:class:`ClusterState` owns the arrays and the name → row index. Rows are
+reused after a node is removed; columns grow when a node with more GPUs than
+any before it arrives. GPU slots beyond a node's ``gpu_count`` have zero
+capacity and are never healthy.
+
+Readers call :meth:`ClusterState.view` to gather the rows they need into a
+:class:`NodesView` (a copy, so a reader is never torn by a later resize).
+Writers serialise on the state's lock; callers that must check and then write
+atomically (bind) hold their own per-node lock around both.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from policy.names import BINPACK, MODE_NONE
+from policy.node import NodeSpec
+
+
+@dataclass
+class NodesView:
+    """Gathered rows for one evaluation; ``known`` is False for unknown names."""
+
+    known: np.ndarray  # (n,) bool
+    mode: np.ndarray  # (n,) int8
+    placement: np.ndarray  # (n,) int8
+    max_pod: np.ndarray  # (n,) int64
+    gpu_count: np.ndarray  # (n,) int64
+    memory_pods: np.ndarray  # (n,) memory-only pods bound to the node
+    core_pods: np.ndarray  # (n,) memory+compute pods bound to the node
+    mem_total: np.ndarray  # (n, G) int64, GiB per GPU
+    mem_used: np.ndarray  # (n, G)
+    core_total: np.ndarray  # (n, G)
+    core_used: np.ndarray  # (n, G)
+    pods: np.ndarray  # (n, G) pods holding a share of the GPU
+    healthy: np.ndarray  # (n, G) bool: the GPU exists and is not unhealthy
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+
+_ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods")
+_GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
+_DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool}
+
+
+class RowIndex(dict):
+    """name → row; an unknown name maps to -1 without a Python-level branch."""
+
+    def __missing__(self, key):
+        return -1
+
+
+class ClusterState:
+    """Nodes × GPUs capacity and usage (see module doc)."""
+
+    def __init__(self, rows: int = 64, gpus: int = 8):
+        self._lock = threading.RLock()
+        self.index = RowIndex()
+        self.names: list[str | None] = []
+        self._free_rows: list[int] = []
+        self._arrays = self._allocate(rows, gpus)
+        self.specs: dict[str, NodeSpec] = {}
+        self.generation = 0  # bumped on every write; lets callers cache evaluations
+
+    # -- storage -----------------------------------------------------------
+    @staticmethod
+    def _allocate(rows: int, gpus: int) -> dict:
+        arrays = {f: np.zeros(rows, dtype=_DTYPES.get(f, np.int64)) for f in _ROW_FIELDS}
+        arrays.update({f: np.zeros((rows, gpus), dtype=_DTYPES.get(f, np.int64)) for f in _GPU_FIELDS})
+        return arrays
+
+    def _grow(self, rows: int, gpus: int) -> None:
+        old = self._arrays
+        new = self._allocate(rows, gpus)
+        n, g = old["mem_total"].shape
+        for f in _ROW_FIELDS:
+            new[f][:n] = old[f]
+        for f in _GPU_FIELDS:
+            new[f][:n, :g] = old[f]
+        self._arrays = new
+
+    @property
+    def gpu_slots(self) -> int:
+        return self._arrays["mem_total"].shape[1]
+
+    def array(self, field: str) -> np.ndarray:
+        """The live array of one field, every row (row ``self.index[name]``)."""
+        return self._arrays[field]
+
+    # -- nodes ---------------------------------------------------------------
+    def set_node(self, spec: NodeSpec) -> int:
+        """Insert or update a node's capacity; usage already counted is kept."""
+        with self._lock:
+            row = self.index.get(spec.name, -1)
+            if row < 0:
+                row = self._free_rows.pop() if self._free_rows else len(self.names)
+                if row == len(self.names):
+                    self.names.append(None)
+                self.index[spec.name] = row
+                self.names[row] = spec.name
+            rows, gpus = self._arrays["mem_total"].shape
+            if row >= rows or spec.gpu_count > gpus:
+                self._grow(max(rows * 2 if row >= rows else rows, row + 1), max(gpus, spec.gpu_count))
+            a = self._arrays
+            a["mode"][row] = spec.mode
+            a["placement"][row] = spec.placement
+            a["max_pod"][row] = spec.max_pod
+            a["gpu_count"][row] = spec.gpu_count
+            present = np.arange(self.gpu_slots) < spec.gpu_count
+            a["mem_total"][row] = np.where(present, spec.memory_per_gpu, 0)
+            a["core_total"][row] = np.where(present, spec.core_per_gpu, 0)
+            unhealthy = np.isin(np.arange(self.gpu_slots), list(spec.unhealthy))
+            a["healthy"][row] = present & ~unhealthy
+            self.specs[spec.name] = spec
+            self.generation += 1
+            return row
+
+    def remove_node(self, name: str) -> None:
+        """Drop a node's row (its usage with it)."""
+        with self._lock:
+            row = self.index.pop(name, -1)
+            if row < 0:
+                return
+            self.names[row] = None
+            self.specs.pop(name, None)
+            for f in _ROW_FIELDS:
+                self._arrays[f][row] = 0
+            for f in _GPU_FIELDS:
+                self._arrays[f][row] = 0
+            self._arrays["mode"][row] = MODE_NONE
+            self._arrays["placement"][row] = BINPACK
+            self._free_rows.append(row)
+            self.generation += 1
+
+    # -- usage ---------------------------------------------------------------
+    def add_usage(self, name: str, memory: dict, core: dict, wants_core: bool, sign: int = 1) -> None:
+        """Count (``sign=1``) or uncount (``sign=-1``) one pod's use of a node's GPUs.
+
+        ``memory`` and ``core`` map GPU index → amount on that GPU; every GPU in
+        either map gains (or loses) one pod.
+        """
+        with self._lock:
+            row = self.index.get(name, -1)
+            if row < 0:
+                return
+            a = self._arrays
+            for gpu in set(memory) | set(core):
+                if gpu >= self.gpu_slots:
+                    self._grow(a["mem_total"].shape[0], gpu + 1)
+                    a = self._arrays
+                a["mem_used"][row, gpu] += sign * memory.get(gpu, 0)
+                a["core_used"][row, gpu] += sign * core.get(gpu, 0)
+                a["pods"][row, gpu] += sign
+            a["core_pods" if wants_core else "memory_pods"][row] += sign
+            self.generation += 1
+
+    # -- reading -------------------------------------------------------------
+    def rows(self, names) -> np.ndarray:
+        """Rows of ``names`` in order, -1 for a name the state does not know."""
+        if not names:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+
+    def view(self, rows: np.ndarray) -> NodesView:
+        """Gather ``rows`` (-1 allowed: such a row is marked unknown, all zero)."""
+        a = self._arrays
+        known = rows >= 0
+        safe = np.where(known, rows, 0)
+        gathered = {f: a[f][safe] for f in _ROW_FIELDS + _GPU_FIELDS}
+        if not known.all():
+            unknown = ~known
+            for f in _ROW_FIELDS + _GPU_FIELDS:
+                gathered[f][unknown] = 0
+        return NodesView(known=known, **gathered)
+
+    def view_all(self) -> tuple[list[str], NodesView]:
+        """Every live node's name and its row, in row order."""
+        with self._lock:
+            names = [n for n in self.names if n is not None]
+            rows = self.rows(names)
+        return names, self.view(rows)
