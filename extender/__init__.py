@@ -1,0 +1,1 @@
+"""The extender service: wire format, ledger, cluster backends, HTTP app, CLI."""

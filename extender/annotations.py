@@ -1,0 +1,102 @@
+"""The allocation record on the pod, in the keys ACK's device plugin reads.
+
+:func:`write` produces the V2 keys (JSON maps container index → GPU index →
+amount) and, for single-GPU pods, the legacy V1 keys that the open-source
+device plugin and inspect tool read. :func:`read` recovers an allocation from
+a bound pod's annotations: V2 first, V1 otherwise, ``None`` when neither is
+usable (the pod is then *unaccounted*).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from policy.request import GPURequest
+
+V2_ALLOCATION = "scheduler.framework.gpushare.allocation"
+V2_CORE = "gpushare.alibabacloud.com/core-percentage"
+V2_DEVICE = "gpushare.alibabacloud.com/device-resource"
+V2_ASSIGNED = "scheduler.framework.gpushare.assigned"
+V2_ASSUME_TIME = "scheduler.framework.gpushare.assume-time"
+V1_INDEX = "ALIYUN_COM_GPU_MEM_IDX"
+V1_POD = "ALIYUN_COM_GPU_MEM_POD"
+V1_DEVICE = "ALIYUN_COM_GPU_MEM_DEV"
+V1_ASSIGNED = "ALIYUN_COM_GPU_MEM_ASSIGNED"
+V1_ASSUME_TIME = "ALIYUN_COM_GPU_MEM_ASSUME_TIME"
+
+ALL_KEYS = (V2_ALLOCATION, V2_CORE, V2_DEVICE, V2_ASSIGNED, V2_ASSUME_TIME,
+            V1_INDEX, V1_POD, V1_DEVICE, V1_ASSIGNED, V1_ASSUME_TIME)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    memory: dict  # container index → {GPU index → GiB}
+    core: dict  # container index → {GPU index → units}; {} when memory-only
+    source: str  # "v2" or "v1"
+
+
+def _dump(nested: dict) -> str:
+    ordered = {str(c): {str(g): int(v) for g, v in sorted(gpus.items())} for c, gpus in sorted(nested.items())}
+    return json.dumps(ordered, separators=(",", ":"))
+
+
+def write(memory: dict, core: dict, gpu_memory: int, assume_ns: int) -> dict:
+    """Annotations for an allocation (``memory``/``core`` as from ``policy.allocation.split``).
+
+    ``gpu_memory`` is one GPU's total GiB on the node; ``assume_ns`` the bind
+    time in Unix nanoseconds.
+    """
+    gpus = sorted({g for per in memory.values() for g in per})
+    annotations = {
+        V2_ALLOCATION: _dump(memory),
+        V2_DEVICE: json.dumps({str(g): gpu_memory for g in gpus}, separators=(",", ":")),
+        V2_ASSIGNED: "false",
+        V2_ASSUME_TIME: str(assume_ns),
+    }
+    if core:
+        annotations[V2_CORE] = _dump(core)
+    if len(gpus) == 1:
+        annotations.update({
+            V1_INDEX: str(gpus[0]),
+            V1_POD: str(sum(sum(per.values()) for per in memory.values())),
+            V1_DEVICE: str(gpu_memory),
+            V1_ASSIGNED: "false",
+            V1_ASSUME_TIME: str(assume_ns),
+        })
+    return annotations
+
+
+def _load(raw: str | None) -> dict | None:
+    """Parse a V2 map; None when absent or malformed."""
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        result = {int(c): {int(g): int(v) for g, v in gpus.items()} for c, gpus in data.items()}
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if any(g < 0 or v < 0 for gpus in result.values() for g, v in gpus.items()):
+        return None
+    return result
+
+
+def read(annotations: dict | None, request: GPURequest | None) -> Recovered | None:
+    """Recover a bound pod's GPU use from its annotations (see module doc).
+
+    V1 holds no compute: a V1-only pod's compute is taken from its request.
+    """
+    annotations = annotations or {}
+    memory = _load(annotations.get(V2_ALLOCATION))
+    if memory:
+        core = _load(annotations.get(V2_CORE)) or {}
+        return Recovered(memory, core, "v2")
+    index, total = annotations.get(V1_INDEX), annotations.get(V1_POD)
+    if index is None or total is None or not str(index).isdigit() or not str(total).isdigit():
+        return None
+    gpu = int(index)
+    first = request.containers[0].index if request else 0
+    core = {}
+    if request is not None and request.wants_core:
+        core = {first: {gpu: request.core}}
+    return Recovered({first: {gpu: int(total)}}, core, "v1")

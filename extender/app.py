@@ -1,0 +1,92 @@
+"""The Flask application factory: ``create_app(config)``, no global app.
+
+Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
+
+    POST filter, prioritize, bind      the kube-scheduler extender verbs
+    GET  inspect                       every node and GPU, used/total, pods
+    GET  healthz                       the process answers
+    GET  readyz                        200 once the cluster view is synced, else 503
+
+Replies are JSON. A handler fault is logged with its traceback and answered
+with status 500 and a one-line ``Error``; nothing else is non-200.
+"""
+
+from __future__ import annotations
+
+import time
+
+from flask import Blueprint, Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from extender import wire
+from extender.cluster import make_cluster
+from extender.config import Config
+from extender.ledger import Ledger
+from extender.logs import fields, get_logger
+from extender.service import Extender
+from policy.scoring import make_strategy
+from policy.state import ClusterState
+
+JSON = "application/json"
+
+
+def _json(value, status: int = 200) -> Response:
+    return Response(wire.encode(value), status=status, mimetype=JSON)
+
+
+def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender:
+    """The extender service for ``config``, its cluster started."""
+    strategy = make_strategy(config.scoring, seed=config.seed)
+    ledger = Ledger(ClusterState(), strategy)
+    cluster = cluster if cluster is not None else make_cluster(config.cluster_file)
+    extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size)
+    cluster.start(ledger)
+    return extender
+
+
+def create_app(config: Config | None = None, *, cluster=None, extender: Extender | None = None) -> Flask:
+    """A new application. Tests may pass a ``cluster`` backend or a ready ``extender``."""
+    config = config or Config()
+    extender = extender or build_extender(config, cluster)
+    app = Flask("cgpu_extender")
+    app.extensions["cgpu"] = extender
+    log = get_logger()
+    routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
+
+    @routes.post("/filter")
+    def filter_():
+        return _json(extender.filter(request.get_data()))
+
+    @routes.post("/prioritize")
+    def prioritize():
+        return _json(extender.prioritize(request.get_data()))
+
+    @routes.post("/bind")
+    def bind():
+        return _json(extender.bind(request.get_data()))
+
+    @routes.get("/inspect")
+    def inspect():
+        return _json(extender.inspect())
+
+    @routes.get("/healthz")
+    def healthz():
+        return _json({"status": "ok"})
+
+    @routes.get("/readyz")
+    def readyz():
+        ready = extender.ready()
+        return _json({"ready": ready}, 200 if ready else 503)
+
+    app.register_blueprint(routes)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException):
+        return _json({"Error": f"{exc.code} {exc.name}: {exc.description}"}, exc.code or 500)
+
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception):
+        log.error("internal error", exc_info=exc, extra=fields(path=request.path))
+        return _json({"Error": f"internal error in the GPU-share extender: {type(exc).__name__}"}, 500)
+
+    return app

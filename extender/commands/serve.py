@@ -1,0 +1,47 @@
+"""``cgpu-extender serve``: run the extender under gunicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from extender.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_PREFIX, Config
+from policy.scoring import STRATEGIES
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve the extender (embedded demo cluster unless told otherwise)",
+        description="Serve filter, prioritize, bind, inspect, healthz and readyz over HTTP.")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"URL prefix of the routes (default {DEFAULT_PREFIX})")
+    parser.add_argument("--cluster", metavar="FILE",
+                        help="embedded cluster from a file of v1 Nodes and Pods (kubectl get nodes,pods -o yaml)")
+    parser.add_argument("--scoring", default="ack", choices=sorted(STRATEGIES), help="node scoring strategy (default ack)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for strategies that draw random numbers")
+    parser.add_argument("--threads", type=int, default=8, help="request threads in the one worker (default 8)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from extender.clusterfile import ClusterFileError, load
+    from extender.server import ExtenderServer
+
+    if not 0 < args.port < 65536:
+        print(f"cgpu-extender: --port must be 1..65535, got {args.port}", file=sys.stderr)
+        return 2
+    if args.threads < 1:
+        print(f"cgpu-extender: --threads must be at least 1, got {args.threads}", file=sys.stderr)
+        return 2
+    if args.cluster:
+        try:
+            load(args.cluster)  # fail here, clearly, rather than inside the worker
+        except ClusterFileError as exc:
+            print(f"cgpu-extender: {exc}", file=sys.stderr)
+            return 2
+    config = Config(prefix=args.prefix, cluster_file=args.cluster, scoring=args.scoring, seed=args.seed,
+                    log_level=args.log_level)
+    ExtenderServer(config, args.host, args.port, threads=args.threads).run()
+    return 0

@@ -1,0 +1,23 @@
+"""Configuration of one extender process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "/cgpu-scheduler"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 32766
+
+
+@dataclass
+class Config:
+    prefix: str = DEFAULT_PREFIX  # URL prefix of every route
+    cluster_file: str | None = None  # embedded cluster from this file; None = the demo
+    scoring: str = "ack"  # node scoring strategy (policy.scoring)
+    seed: int = 0  # for strategies that draw random numbers
+    pod_cache_size: int = 10000  # Pods remembered from filter for bind
+    log_level: str = "info"
+
+    def normalised_prefix(self) -> str:
+        """``/a/b`` form: one leading slash, no trailing one ("" for the root)."""
+        return "/" + self.prefix.strip("/") if self.prefix.strip("/") else ""

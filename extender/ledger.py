@@ -1,0 +1,348 @@
+"""The allocation ledger: which pod holds which share of which GPU.
+
+The ledger owns a :class:`~policy.state.ClusterState` and the allocation
+records behind its usage arrays. Its contract:
+
+* usage arrays always equal the sum of the recorded allocations on each
+  known node (a node that disappears keeps its records; they count again if
+  it comes back);
+* :meth:`Ledger.reserve` re-checks the fit and records the allocation under
+  the node's lock, so concurrent binds never over-allocate a GPU; it is
+  idempotent for a pod already reserved on the same node and refuses one
+  reserved elsewhere;
+* :meth:`Ledger.observe_pod` rebuilds allocations from bound pods'
+  annotations (V2, else V1); a bound shared-GPU pod without them is kept as
+  *unaccounted* and reported, never silently dropped;
+* failed checks raise :class:`BindRejected` and change nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from extender import annotations as A
+from policy.allocation import per_gpu, split
+from policy.names import MODE_CORE, MODE_NAMES, PLACEMENT_NAMES, UNLIMITED_PODS
+from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
+from policy.placement import Evaluation, evaluate, gpu_fit
+from policy.reasons import MESSAGES
+from policy.request import GPURequest, InvalidRequest, parse_pod_request
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+class BindRejected(Exception):
+    """A bind the ledger refuses; ``str()`` is the reply's ``Error``."""
+
+
+@dataclass(frozen=True)
+class PodRef:
+    uid: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, pod: dict) -> "PodRef":
+        meta = pod.get("metadata") or {}
+        return cls(meta.get("uid") or "", meta.get("namespace") or "default", meta.get("name") or "")
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class Allocation:
+    pod: PodRef
+    node: str
+    memory: dict  # container index → {GPU index → GiB}
+    core: dict  # container index → {GPU index → units}
+    wants_core: bool
+    annotations: dict
+    source: str  # "bind", "v2" or "v1"
+    confirmed: bool = False  # the cluster has shown the pod bound to ``node``
+
+    @property
+    def memory_per_gpu(self) -> dict:
+        return per_gpu(self.memory)
+
+    @property
+    def core_per_gpu(self) -> dict:
+        return per_gpu(self.core)
+
+
+@dataclass
+class Unaccounted:
+    pod: PodRef
+    node: str
+    memory: int
+    core: int
+    reason: str = "bound pod requests shared GPU but carries no allocation annotation"
+
+
+@dataclass
+class _Counters:
+    reserved: int = 0
+    rejected: int = 0
+    released: int = 0
+    recovered: int = 0
+    unaccounted_seen: int = 0
+    by_reason: dict = field(default_factory=lambda: defaultdict(int))
+
+
+class Ledger:
+    """Allocation records and the arrays they sum to (see module doc)."""
+
+    def __init__(self, state, strategy):
+        self.state = state
+        self.strategy = strategy
+        self._allocations: dict[str, Allocation] = {}
+        self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
+        self._unaccounted: dict[str, Unaccounted] = {}
+        self._nodes: dict[str, dict] = {}
+        self._unhealthy: dict[str, frozenset] = {}
+        self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._locks_guard = threading.Lock()
+        self.counters = _Counters()
+
+    # -- locking ---------------------------------------------------------------
+    def node_lock(self, node: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks[node]
+
+    # -- reading ---------------------------------------------------------------
+    def check(self, request: GPURequest, names: list) -> np.ndarray:
+        """Reason codes (``FITS`` = fits) for ``names``: the filter's question."""
+        view = self.state.view(self.state.rows(names))
+        return gpu_fit(view, request)[1]
+
+    def evaluate(self, request: GPURequest, names: list, score: bool = True) -> Evaluation:
+        """Full evaluation (reasons, GPU choice, raw scores) for ``names``."""
+        return evaluate(self.state.view(self.state.rows(names)), request, self.strategy, score=score)
+
+    def allocation(self, uid: str) -> Allocation | None:
+        return self._allocations.get(uid)
+
+    def allocations(self) -> list:
+        return list(self._allocations.values())
+
+    def unaccounted(self) -> list:
+        return list(self._unaccounted.values())
+
+    # -- bind ------------------------------------------------------------------
+    def reserve(self, pod: PodRef, request: GPURequest, node: str, assume_ns: int) -> tuple[Allocation, bool]:
+        """Check the fit on ``node`` and record the allocation, atomically per node.
+
+        Returns ``(allocation, created)``; ``created`` is False when the pod was
+        already reserved on ``node`` (the existing allocation is returned).
+        """
+        existing = self._allocations.get(pod.uid)
+        if existing is not None and existing.node != node:
+            raise BindRejected(f"pod {pod} is already bound to node {existing.node}")
+        with self.node_lock(node):
+            existing = self._allocations.get(pod.uid)
+            if existing is not None:
+                if existing.node == node:
+                    return existing, False
+                raise BindRejected(f"pod {pod} is already bound to node {existing.node}")
+            row = self.state.index.get(node, -1)
+            if row < 0:
+                self.counters.rejected += 1
+                raise BindRejected(f"node {node} is unknown to the GPU-share extender")
+            result = evaluate(self.state.view(np.array([row])), request, self.strategy, score=False)
+            if not result.feasible[0]:
+                self.counters.rejected += 1
+                raise BindRejected(f"pod {pod} no longer fits on node {node}: {MESSAGES[int(result.reason[0])]}")
+            memory, core = split(request, result.gpus[0])
+            spec = self.state.specs[node]
+            allocation = Allocation(
+                pod, node, memory, core, request.wants_core,
+                A.write(memory, core, spec.memory_per_gpu, assume_ns), "bind",
+            )
+            self._record(allocation)
+            self.counters.reserved += 1
+            return allocation, True
+
+    def release(self, uid: str) -> Allocation | None:
+        """Forget a pod's allocation (deleted, finished, or its bind failed)."""
+        allocation = self._allocations.get(uid)
+        if allocation is None:
+            self._unaccounted.pop(uid, None)
+            return None
+        with self.node_lock(allocation.node):
+            allocation = self._allocations.pop(uid, None)
+            if allocation is None:
+                return None
+            self._by_node[allocation.node].pop(uid, None)
+            self._apply(allocation, -1)
+            self.counters.released += 1
+            return allocation
+
+    def _record(self, allocation: Allocation) -> None:
+        self._allocations[allocation.pod.uid] = allocation
+        self._by_node[allocation.node][allocation.pod.uid] = allocation
+        self._apply(allocation, +1)
+
+    def _apply(self, allocation: Allocation, sign: int) -> None:
+        self.state.add_usage(allocation.node, allocation.memory_per_gpu, allocation.core_per_gpu,
+                             allocation.wants_core, sign)
+
+    # -- cluster events --------------------------------------------------------
+    def observe_node(self, node: dict) -> NodeSpec:
+        """A node was added or changed: rebuild its row, keep counting its pods."""
+        name = (node.get("metadata") or {}).get("name") or ""
+        with self.node_lock(name):
+            self._nodes[name] = node
+            return self._set_node(name)
+
+    def _set_node(self, name: str) -> NodeSpec:
+        spec = parse_node(self._nodes[name], self._unhealthy.get(name, frozenset()))
+        is_new = name not in self.state.index
+        self.state.set_node(spec)
+        if is_new:
+            for allocation in self._by_node.get(name, {}).values():
+                self._apply(allocation, +1)
+        return spec
+
+    def forget_node(self, name: str) -> None:
+        """A node disappeared: drop its row; its pods' records wait for it."""
+        with self.node_lock(name):
+            self._nodes.pop(name, None)
+            self.state.remove_node(name)
+
+    def observe_configmap(self, configmap: dict, deleted: bool = False) -> None:
+        """An unhealthy-GPU ConfigMap changed; other ConfigMaps are ignored."""
+        node = unhealthy_configmap_node(configmap)
+        if node is None:
+            return
+        with self.node_lock(node):
+            if deleted:
+                self._unhealthy.pop(node, None)
+            else:
+                self._unhealthy[node] = parse_unhealthy_gpus(configmap)
+            if node in self._nodes:
+                self._set_node(node)
+
+    def observe_pod(self, pod: dict) -> None:
+        """A pod was added or changed: count it, confirm it, or release it."""
+        ref = PodRef.of(pod)
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        node = spec.get("nodeName")
+        if status.get("phase") in TERMINAL_PHASES:
+            self.release(ref.uid)
+            return
+        if not node:
+            return
+        existing = self._allocations.get(ref.uid)
+        if existing is not None:
+            if existing.node == node:
+                existing.confirmed = True
+                return
+            self.release(ref.uid)
+        try:
+            request = parse_pod_request(pod)
+        except InvalidRequest:
+            request = None
+        recovered = A.read((pod.get("metadata") or {}).get("annotations"), request)
+        if recovered is None:
+            if request is not None and ref.uid not in self._unaccounted:
+                self.counters.unaccounted_seen += 1
+                self._unaccounted[ref.uid] = Unaccounted(ref, node, request.memory, request.core)
+            return
+        self._unaccounted.pop(ref.uid, None)
+        annotations = {k: v for k, v in ((pod.get("metadata") or {}).get("annotations") or {}).items()
+                       if k in A.ALL_KEYS}
+        if request is not None:
+            wants_core = request.wants_core
+        else:
+            wants_core = any(v for per in recovered.core.values() for v in per.values())
+        with self.node_lock(node):
+            if ref.uid in self._allocations:
+                return
+            self._record(Allocation(ref, node, recovered.memory, recovered.core, wants_core, annotations,
+                                    recovered.source, confirmed=True))
+            self.counters.recovered += 1
+
+    def forget_pod(self, uid: str) -> None:
+        """A pod was deleted."""
+        self.release(uid)
+        self._unaccounted.pop(uid, None)
+
+    # -- inspection ------------------------------------------------------------
+    def inspect(self) -> dict:
+        """Every node, every GPU: used/total memory and compute, the pods on it."""
+        names, view = self.state.view_all()
+        nodes = []
+        totals = {"memoryUsed": 0, "memoryTotal": 0, "coreUsed": 0, "coreTotal": 0}
+        unaccounted_by_node = defaultdict(list)
+        for item in self._unaccounted.values():
+            unaccounted_by_node[item.node].append(item)
+        for i, name in enumerate(names):
+            spec = self.state.specs[name]
+            gpus = []
+            for g in range(int(view.gpu_count[i])):
+                pods = []
+                for allocation in self._by_node.get(name, {}).values():
+                    mem = allocation.memory_per_gpu.get(g, 0)
+                    core = allocation.core_per_gpu.get(g, 0)
+                    if g in allocation.memory_per_gpu or g in allocation.core_per_gpu:
+                        pods.append({
+                            "namespace": allocation.pod.namespace, "name": allocation.pod.name,
+                            "uid": allocation.pod.uid, "memory": mem, "core": core,
+                            "source": allocation.source, "confirmed": allocation.confirmed,
+                            "annotations": dict(allocation.annotations),
+                        })
+                gpus.append({
+                    "index": g,
+                    "healthy": bool(view.healthy[i, g]),
+                    "memory": {"used": int(view.mem_used[i, g]), "total": int(view.mem_total[i, g])},
+                    "core": {"used": int(view.core_used[i, g]), "total": int(view.core_total[i, g])},
+                    "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])),
+                })
+            memory = {"used": int(view.mem_used[i].sum()), "total": int(view.mem_total[i].sum())}
+            core = {"used": int(view.core_used[i].sum()), "total": int(view.core_total[i].sum())}
+            if spec.mode != 0 or memory["used"]:
+                totals["memoryUsed"] += memory["used"]
+                totals["memoryTotal"] += memory["total"]
+            if spec.mode == MODE_CORE:
+                totals["coreUsed"] += core["used"]
+                totals["coreTotal"] += core["total"]
+            nodes.append({
+                "name": name,
+                "schedule": spec.schedule_label,
+                "sharing": MODE_NAMES[spec.mode],
+                "placement": PLACEMENT_NAMES[spec.placement],
+                "maxPodsPerGPU": None if spec.max_pod == UNLIMITED_PODS else spec.max_pod,
+                "problem": spec.problem,
+                "warnings": list(spec.warnings),
+                "memory": memory,
+                "core": core,
+                "gpus": gpus,
+                "unaccounted": [_unaccounted_json(u) for u in unaccounted_by_node.pop(name, [])],
+            })
+        orphans = [
+            {"node": a.node, "namespace": a.pod.namespace, "name": a.pod.name, "uid": a.pod.uid,
+             "memory": a.memory_per_gpu, "core": a.core_per_gpu}
+            for a in self._allocations.values() if a.node not in self.state.index
+        ]
+        return {
+            "nodes": nodes,
+            "summary": {
+                "memory": {"used": totals["memoryUsed"], "total": totals["memoryTotal"]},
+                "core": {"used": totals["coreUsed"], "total": totals["coreTotal"]},
+                "allocations": len(self._allocations),
+                "unaccountedPods": len(self._unaccounted),
+            },
+            "allocationsOnUnknownNodes": orphans,
+            "unaccountedOnUnknownNodes": [_unaccounted_json(u) for items in unaccounted_by_node.values()
+                                          for u in items],
+        }
+
+
+def _unaccounted_json(item: Unaccounted) -> dict:
+    return {"namespace": item.pod.namespace, "name": item.pod.name, "uid": item.pod.uid, "node": item.node,
+            "memory": item.memory, "core": item.core, "reason": item.reason}

@@ -1,0 +1,178 @@
+"""The extender's verbs, independent of the HTTP framework.
+
+Each verb takes the raw request body and returns the reply object. Contract:
+
+* bad input gets a specific message in the reply (``Error`` for filter and
+  bind, all-zero scores for prioritize) and changes nothing;
+* ``filter`` answers ``Error`` only while the cluster view is not yet synced
+  (approving pods against an empty ledger would double-allocate) or when the
+  body is not an ``ExtenderArgs``; a pod that does not fit is never an error;
+* ``filter`` remembers the Pod by UID so that ``bind``, which receives only
+  names, can read its request (required for the embedded cluster, and saves
+  an API read with a real one).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from itertools import compress
+
+import numpy as np
+
+from extender import wire
+from extender.cluster import ClusterError
+from extender.ledger import BindRejected, Ledger, PodRef
+from extender.logs import fields, get_logger
+from policy.reasons import FITS, MESSAGE_TABLE, UNRESOLVABLE_TABLE
+from policy.request import InvalidRequest, parse_pod_request
+
+NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
+
+
+class PodCache:
+    """The last ``size`` Pods seen by filter, by UID."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._pods: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, uid: str, pod: dict) -> bool:
+        """Remember ``pod``; True when the UID is new."""
+        with self._lock:
+            new = uid not in self._pods
+            self._pods[uid] = pod
+            self._pods.move_to_end(uid)
+            while len(self._pods) > self._size:
+                self._pods.popitem(last=False)
+            return new
+
+    def get(self, uid: str) -> dict | None:
+        with self._lock:
+            return self._pods.get(uid)
+
+    def drop(self, uid: str) -> None:
+        with self._lock:
+            self._pods.pop(uid, None)
+
+
+class Extender:
+    def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000):
+        self.ledger = ledger
+        self.cluster = cluster
+        self.clock = clock
+        self.pods = PodCache(pod_cache_size)
+        self.log = get_logger()
+
+    def ready(self) -> bool:
+        return self.cluster.ready()
+
+    def _remember(self, pod: dict, request) -> None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        if uid and self.pods.put(uid, pod):
+            observe = getattr(self.ledger.strategy, "observe", None)
+            if observe is not None:
+                observe(request)
+
+    # -- filter ----------------------------------------------------------------
+    def filter(self, body: bytes) -> dict:
+        try:
+            args = wire.parse_extender_args(body)
+        except wire.WireError as exc:
+            self.log.warning("filter: bad request", extra=fields(error=str(exc)))
+            return wire.filter_error(str(exc))
+        if not self.ready():
+            return wire.filter_error(NOT_SYNCED)
+        pod = PodRef.of(args.pod)
+        try:
+            request = parse_pod_request(args.pod)
+        except InvalidRequest as exc:
+            self.log.info("filter: invalid request", extra=fields(pod=str(pod), error=str(exc)))
+            return wire.filter_reply([], [] if args.nodes is not None else None, {},
+                                     dict.fromkeys(args.names, str(exc)))
+        if request is None:
+            return wire.filter_reply(list(args.names), args.nodes, {}, {})
+        self._remember(args.pod, request)
+        codes = self.ledger.check(request, args.names)
+        ok = codes == FITS
+        passed = list(compress(args.names, ok))
+        unresolvable = UNRESOLVABLE_TABLE[codes]
+        resolvable_mask = ~ok & ~unresolvable
+        failed = dict(zip(compress(args.names, resolvable_mask), MESSAGE_TABLE[codes[resolvable_mask]]))
+        hopeless = dict(zip(compress(args.names, unresolvable), MESSAGE_TABLE[codes[unresolvable]]))
+        nodes = None if args.nodes is None else list(compress(args.nodes, ok))
+        self.log.debug("filter", extra=fields(pod=str(pod), nodes=len(args.names), feasible=len(passed)))
+        return wire.filter_reply(passed, nodes, failed, hopeless)
+
+    # -- prioritize ------------------------------------------------------------
+    def prioritize(self, body: bytes) -> list:
+        try:
+            args = wire.parse_extender_args(body)
+        except wire.WireError as exc:
+            self.log.warning("prioritize: bad request", extra=fields(error=str(exc)))
+            return []
+        zeros = np.zeros(len(args.names), dtype=np.int64)
+        try:
+            request = parse_pod_request(args.pod)
+        except InvalidRequest:
+            request = None
+        if request is None or not self.ready():
+            return wire.prioritize_reply(args.names, zeros.tolist())
+        self._remember(args.pod, request)
+        scores = self.ledger.evaluate(request, args.names).scores()
+        return wire.prioritize_reply(args.names, scores.tolist())
+
+    # -- bind ------------------------------------------------------------------
+    def bind(self, body: bytes) -> dict:
+        try:
+            args = wire.parse_binding_args(body)
+        except wire.WireError as exc:
+            self.log.warning("bind: bad request", extra=fields(error=str(exc)))
+            return wire.bind_reply(str(exc))
+        ref = PodRef(args.uid, args.namespace, args.name)
+        error = self._bind(args, ref)
+        if error:
+            self.log.info("bind refused", extra=fields(pod=str(ref), uid=ref.uid, node=args.node, error=error))
+        return wire.bind_reply(error)
+
+    def _bind(self, args: wire.BindingArgs, ref: PodRef) -> str:
+        if not self.ready():
+            return NOT_SYNCED
+        pod = self.pods.get(args.uid) or self.cluster.get_pod(args.namespace, args.name, args.uid)
+        if pod is None:
+            return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
+                    "preceding filter call")
+        meta = pod.get("metadata") or {}
+        if (meta.get("name"), meta.get("namespace") or "default") != (ref.name, ref.namespace):
+            return f"pod uid {ref.uid} belongs to {meta.get('namespace') or 'default'}/{meta.get('name')}, not {ref}"
+        try:
+            request = parse_pod_request(pod)
+        except InvalidRequest as exc:
+            return str(exc)
+        allocation, created = None, False
+        if request is not None:
+            try:
+                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock())
+            except BindRejected as exc:
+                return str(exc)
+        try:
+            self.cluster.bind(pod, args.node, allocation.annotations if allocation else {})
+        except ClusterError as exc:
+            if created:
+                self.ledger.release(ref.uid)
+            return f"binding pod {ref} to node {args.node} failed: {exc}"
+        self.pods.drop(ref.uid)
+        if allocation is not None:
+            self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
+                                                gpus=sorted(allocation.memory_per_gpu)))
+        return ""
+
+    # -- inspect ---------------------------------------------------------------
+    def inspect(self) -> dict:
+        report = self.ledger.inspect()
+        report["ready"] = self.ready()
+        report["cluster"] = getattr(self.cluster, "kind", "unknown")
+        report["scoring"] = getattr(self.ledger.strategy, "name", "unknown")
+        return report
