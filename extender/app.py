@@ -41,6 +41,10 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     cluster = cluster if cluster is not None else make_cluster(config.cluster_file)
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size)
     cluster.start(ledger)
+    get_logger().info("extender started", extra=fields(
+        cluster=getattr(cluster, "kind", "unknown"), source=getattr(cluster, "source", None),
+        scoring=config.scoring, prefix=config.normalised_prefix(), nodes=len(ledger.state.specs),
+        allocations=len(ledger.allocations()), unaccounted=len(ledger.unaccounted()), ready=cluster.ready()))
     return extender
 
 

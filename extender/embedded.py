@@ -28,9 +28,11 @@ class EmbeddedCluster:
             meta = pod.get("metadata") or {}
             self._pods[meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta['name']}"] = pod
         self._ready = False
+        self._ledger: Ledger | None = None
 
     def start(self, ledger: Ledger) -> None:
         """Load everything into ``ledger``; ready when done."""
+        self._ledger = ledger
         for node in self._nodes:
             ledger.observe_node(node)
         for configmap in self._configmaps:
@@ -62,6 +64,23 @@ class EmbeddedCluster:
         bound["status"] = {**(bound.get("status") or {}), "phase": "Pending"}
         with self._lock:
             self._pods[meta.get("uid") or f"{meta['namespace']}/{meta.get('name')}"] = bound
+        if self._ledger is not None:
+            self._ledger.observe_pod(bound)  # the embedded "API" shows the binding at once
+
+    def delete_pod(self, namespace: str, name: str) -> str | None:
+        """Delete a pod as the API server would; returns its UID, None if there is no such pod."""
+        with self._lock:
+            for key, pod in list(self._pods.items()):
+                meta = pod.get("metadata") or {}
+                if (meta.get("namespace") or "default", meta.get("name")) == (namespace, name):
+                    del self._pods[key]
+                    break
+            else:
+                return None
+        uid = meta.get("uid") or ""
+        if self._ledger is not None:
+            self._ledger.forget_pod(uid)
+        return uid
 
     def objects(self) -> list:
         """Every node, ConfigMap and pod as it stands now (a replayable dump)."""

@@ -53,10 +53,6 @@ class PodCache:
         with self._lock:
             return self._pods.get(uid)
 
-    def drop(self, uid: str) -> None:
-        with self._lock:
-            self._pods.pop(uid, None)
-
 
 class Extender:
     def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000):
@@ -70,8 +66,9 @@ class Extender:
         return self.cluster.ready()
 
     def _remember(self, pod: dict, request) -> None:
+        """Cache the pod for bind; let a learning strategy see each new GPU pod once."""
         uid = (pod.get("metadata") or {}).get("uid")
-        if uid and self.pods.put(uid, pod):
+        if uid and self.pods.put(uid, pod) and request is not None:
             observe = getattr(self.ledger.strategy, "observe", None)
             if observe is not None:
                 observe(request)
@@ -89,12 +86,13 @@ class Extender:
         try:
             request = parse_pod_request(args.pod)
         except InvalidRequest as exc:
+            self._remember(args.pod, None)
             self.log.info("filter: invalid request", extra=fields(pod=str(pod), error=str(exc)))
             return wire.filter_reply([], [] if args.nodes is not None else None, {},
                                      dict.fromkeys(args.names, str(exc)))
+        self._remember(args.pod, request)
         if request is None:
             return wire.filter_reply(list(args.names), args.nodes, {}, {})
-        self._remember(args.pod, request)
         codes = self.ledger.check(request, args.names)
         ok = codes == FITS
         passed = list(compress(args.names, ok))
@@ -120,7 +118,6 @@ class Extender:
             request = None
         if request is None or not self.ready():
             return wire.prioritize_reply(args.names, zeros.tolist())
-        self._remember(args.pod, request)
         scores = self.ledger.evaluate(request, args.names).scores()
         return wire.prioritize_reply(args.names, scores.tolist())
 
@@ -140,6 +137,9 @@ class Extender:
     def _bind(self, args: wire.BindingArgs, ref: PodRef) -> str:
         if not self.ready():
             return NOT_SYNCED
+        existing = self.ledger.allocation(ref.uid)
+        if existing is not None and existing.node != args.node:
+            return f"pod {ref} is already bound to node {existing.node}"
         pod = self.pods.get(args.uid) or self.cluster.get_pod(args.namespace, args.name, args.uid)
         if pod is None:
             return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
@@ -163,7 +163,6 @@ class Extender:
             if created:
                 self.ledger.release(ref.uid)
             return f"binding pod {ref} to node {args.node} failed: {exc}"
-        self.pods.drop(ref.uid)
         if allocation is not None:
             self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
                                                 gpus=sorted(allocation.memory_per_gpu)))

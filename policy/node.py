@@ -46,7 +46,7 @@ class NodeSpec:
     mode: int = MODE_NONE
     gpu_count: int = 0
     memory_per_gpu: int = 0  # GiB
-    core_per_gpu: int = 0  # compute units; 0 on memory-only nodes
+    core_per_gpu: int = 0  # compute units as advertised (only core_mem nodes share them)
     placement: int = BINPACK
     max_pod: int = UNLIMITED_PODS
     unhealthy: frozenset = frozenset()

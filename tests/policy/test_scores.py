@@ -1,0 +1,45 @@
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policy.scores import extender_scores
+
+raws = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60)
+
+
+@given(raws, st.data())
+def test_scores_keep_the_order_of_raw_scores(values, data):
+    raw = np.array(values)
+    feasible = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
+    scores = extender_scores(raw, feasible)
+    assert scores.dtype.kind == "i" and ((scores >= 0) & (scores <= 10)).all()
+    assert (scores[~feasible] == 0).all()
+    if not feasible.any():
+        return
+    best = raw[feasible].max()
+    assert (scores[feasible & (raw == best)] == 10).all()
+    distinct = np.unique(raw[feasible])[::-1]
+    by_value = {v: scores[feasible & (raw == v)] for v in distinct}
+    for v, s in by_value.items():
+        assert len(set(s.tolist())) == 1, "equal raw scores get equal scores"
+    levels = [int(by_value[v][0]) for v in distinct]
+    for better, worse in zip(levels, levels[1:]):
+        # strictly lower wherever integers allow: only 0 may repeat
+        assert worse < better or worse == 0
+
+
+def test_worked_example():
+    raw = np.array([0.45, 0.2, 0.44, 0.1, 0.45, -np.inf])
+    feasible = np.array([True, True, True, True, True, False])
+    # p = floor(10 * (u - 0.1) / 0.35) = [10, 9, 2, 0] for u = [0.45, 0.44, 0.2, 0.1]
+    assert extender_scores(raw, feasible).tolist() == [10, 2, 9, 0, 10, 0]
+
+
+def test_more_distinct_values_than_levels():
+    raw = np.linspace(1.0, 0.9, 15)
+    scores = extender_scores(raw, np.ones(15, dtype=bool))
+    assert scores.tolist() == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0]
+
+
+def test_all_tied_all_ten():
+    assert extender_scores(np.array([0.3, 0.3]), np.array([True, True])).tolist() == [10, 10]
