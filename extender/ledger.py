@@ -13,7 +13,10 @@ records behind its usage arrays. Its contract:
 * :meth:`Ledger.observe_pod` rebuilds allocations from bound pods'
   annotations (V2, else V1); a bound shared-GPU pod without them is kept as
   *unaccounted* and reported, never silently dropped;
-* failed checks raise :class:`BindRejected` and change nothing.
+* failed checks raise :class:`BindRejected` and change nothing;
+* every pod bound to a node (shared-GPU or not, until it finishes or is
+  deleted) has its CPU and host-memory requests counted on that node, for
+  strategies that weigh them; :meth:`Ledger.reserve` counts them at once.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from policy.names import MODE_CORE, MODE_NAMES, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
 from policy.reasons import MESSAGES
-from policy.request import GPURequest, InvalidRequest, parse_pod_request
+from policy.request import GPURequest, InvalidRequest, host_requests, parse_pod_request
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -74,6 +77,15 @@ class Allocation:
         return per_gpu(self.core)
 
 
+@dataclass(frozen=True)
+class HostUse:
+    """A bound pod's CPU (millicores) and host-memory (bytes) requests on its node."""
+
+    node: str
+    cpu: int
+    memory: int
+
+
 @dataclass
 class Unaccounted:
     pod: PodRef
@@ -102,6 +114,9 @@ class Ledger:
         self._allocations: dict[str, Allocation] = {}
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
+        self._host: dict[str, HostUse] = {}
+        self._host_by_node: dict[str, dict[str, HostUse]] = defaultdict(dict)
+        self._host_lock = threading.Lock()
         self._nodes: dict[str, dict] = {}
         self._unhealthy: dict[str, frozenset] = {}
         self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -163,11 +178,13 @@ class Ledger:
                 A.write(memory, core, spec.memory_per_gpu, assume_ns), "bind",
             )
             self._record(allocation)
+            self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
             self.counters.reserved += 1
             return allocation, True
 
     def release(self, uid: str) -> Allocation | None:
         """Forget a pod's allocation (deleted, finished, or its bind failed)."""
+        self._count_host(uid, None)
         allocation = self._allocations.get(uid)
         if allocation is None:
             self._unaccounted.pop(uid, None)
@@ -185,6 +202,21 @@ class Ledger:
         self._allocations[allocation.pod.uid] = allocation
         self._by_node[allocation.node][allocation.pod.uid] = allocation
         self._apply(allocation, +1)
+
+    def _count_host(self, uid: str, use: HostUse | None) -> None:
+        """Make ``use`` the pod's counted CPU and host memory (None: count nothing)."""
+        with self._host_lock:
+            old = self._host.get(uid)
+            if old == use:
+                return
+            if old is not None:
+                del self._host[uid]
+                self._host_by_node[old.node].pop(uid, None)
+                self.state.add_host_usage(old.node, old.cpu, old.memory, -1)
+            if use is not None:
+                self._host[uid] = use
+                self._host_by_node[use.node][uid] = use
+                self.state.add_host_usage(use.node, use.cpu, use.memory)
 
     def _apply(self, allocation: Allocation, sign: int) -> None:
         self.state.add_usage(allocation.node, allocation.memory_per_gpu, allocation.core_per_gpu,
@@ -205,6 +237,8 @@ class Ledger:
         if is_new:
             for allocation in self._by_node.get(name, {}).values():
                 self._apply(allocation, +1)
+            for use in self._host_by_node.get(name, {}).values():
+                self.state.add_host_usage(name, use.cpu, use.memory)
         return spec
 
     def forget_node(self, name: str) -> None:
@@ -238,11 +272,14 @@ class Ledger:
         if not node:
             return
         existing = self._allocations.get(ref.uid)
-        if existing is not None:
-            if existing.node == node:
-                existing.confirmed = True
-                return
+        if existing is not None and existing.node != node:
             self.release(ref.uid)
+            existing = None
+        cpu, memory = host_requests(pod)
+        self._count_host(ref.uid, HostUse(node, cpu, memory))
+        if existing is not None:
+            existing.confirmed = True
+            return
         try:
             request = parse_pod_request(pod)
         except InvalidRequest:
@@ -271,6 +308,10 @@ class Ledger:
         """A pod was deleted."""
         self.release(uid)
         self._unaccounted.pop(uid, None)
+
+    def host_use(self, uid: str) -> HostUse | None:
+        """The CPU and host memory counted for a pod, if any."""
+        return self._host.get(uid)
 
     # -- inspection ------------------------------------------------------------
     def inspect(self) -> dict:

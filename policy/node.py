@@ -12,7 +12,9 @@ values that are malformed fall back to their default and are listed in
 * per-GPU pod limit from ``ack.node.gpu.max-pod`` (default 20 on cgpu and
   core_mem nodes, no limit on share and mps nodes);
 * unhealthy GPU indices come from the ``kube-system/unhealthy-gpu-<node>``
-  ConfigMap (:func:`parse_unhealthy_gpus`).
+  ConfigMap (:func:`parse_unhealthy_gpus`);
+* CPU (millicores) and host memory (bytes) from ``status.allocatable``, 0 when
+  absent or malformed (strategies may weigh them; placement never checks them).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from policy.names import (
     PLACEMENTS_BY_LABEL,
     UNLIMITED_PODS,
 )
-from policy.quantity import QuantityError, parse_whole
+from policy.quantity import QuantityError, parse_quantity, parse_whole
 
 UNHEALTHY_CONFIGMAP_PREFIX = "unhealthy-gpu-"
 UNHEALTHY_CONFIGMAP_NAMESPACE = "kube-system"
@@ -53,6 +55,8 @@ class NodeSpec:
     schedule_label: str = ""
     problem: str | None = None
     warnings: tuple = field(default=(), compare=False)
+    cpu: int = 0  # allocatable millicores
+    host_memory: int = 0  # allocatable bytes
 
 
 def parse_unhealthy_gpus(configmap: dict) -> frozenset:
@@ -72,6 +76,13 @@ def unhealthy_configmap_node(configmap: dict) -> str | None:
     if meta.get("namespace") == UNHEALTHY_CONFIGMAP_NAMESPACE and name.startswith(UNHEALTHY_CONFIGMAP_PREFIX):
         return name[len(UNHEALTHY_CONFIGMAP_PREFIX):] or None
     return None
+
+
+def _host_allocatable(allocatable: dict, resource: str, scale: int) -> int:
+    try:
+        return max(int(parse_quantity(allocatable.get(resource, 0)) * scale), 0)
+    except QuantityError:
+        return 0
 
 
 def parse_node(node: dict, unhealthy: frozenset = frozenset()) -> NodeSpec:
@@ -95,7 +106,8 @@ def parse_node(node: dict, unhealthy: frozenset = frozenset()) -> NodeSpec:
             max_pod = int(raw)
         else:
             warnings.append(f"label {NODE_MAX_POD}={raw!r} is not a positive whole number; using {max_pod}")
-    base = dict(name=name, schedule_label=schedule, placement=placement, max_pod=max_pod, unhealthy=unhealthy)
+    base = dict(name=name, schedule_label=schedule, placement=placement, max_pod=max_pod, unhealthy=unhealthy,
+                cpu=_host_allocatable(allocatable, "cpu", 1000), host_memory=_host_allocatable(allocatable, "memory", 1))
 
     # Capacity is read on every node, sharing or not, so that pods still bound
     # after a node leaves sharing mode keep being counted and shown.

@@ -13,7 +13,8 @@ Per GPU, with ``m``/``c`` the pod's memory/compute per GPU:
 
 A node is feasible when its mode matches the pod's kind (memory-only pods on
 cgpu/share/mps, memory+compute pods on core_mem), it hosts no pod of the other
-kind, and at least N = gpu-count of its GPUs fit.
+kind, and at least N = gpu-count of its GPUs fit. A request for no GPU
+(N = 0) fits every known node and chooses no GPU.
 
 GPU choice: by default the node's ``ack.node.gpu.placement``: binpack takes the
 N fullest fitting GPUs, spread the N emptiest; ties go to the lowest index.
@@ -63,7 +64,15 @@ class Candidates:
         return np.where(self.gpus >= 0, taken, 0)
 
     def fill_after(self) -> np.ndarray:
-        """Mean fullness of the chosen GPUs once the pod is on them, (n,)."""
+        """Mean fullness of the chosen GPUs once the pod is on them, (n,).
+
+        For a pod that takes no GPU: the mean fullness of the node's healthy
+        GPUs (0 on a node without any).
+        """
+        if self.gpus.shape[1] == 0:
+            healthy = self.view.healthy
+            total = np.where(healthy, fullness(self.view), 0.0).sum(axis=1)
+            return fill(total, healthy.sum(axis=1))
         after = fullness(self.view, self.request.memory_per_gpu, self.request.core_per_gpu)
         return self.chosen(after).mean(axis=1)
 
@@ -86,6 +95,9 @@ class Evaluation:
 def gpu_fit(view: NodesView, request: GPURequest) -> tuple[np.ndarray, np.ndarray]:
     """``(fit, reason)``: which GPUs can take the pod's share, and per node why not."""
     n_gpus = request.gpu_count
+    if n_gpus == 0:
+        fit = np.zeros(view.healthy.shape, dtype=bool)
+        return fit, np.where(view.known, R.FITS, R.UNKNOWN_NODE).astype(np.int8)
     mem, core = request.memory_per_gpu, request.core_per_gpu
     wants_core = request.wants_core
 

@@ -17,11 +17,20 @@ set of resources. Pod label ``aliyun.com/gpu-count=N`` splits the pod's memory
 evenly over N GPUs of one node (memory only; each container's amount divides
 by N). Pod label ``ack.gpushare.placement=require-whole-device`` asks for
 completely free GPUs that the request fills exactly.
+
+A request also carries the pod's CPU (millicores) and host memory (bytes) as
+kube-scheduler counts them (:func:`host_requests`); placement never checks
+them (kube-scheduler does), but a strategy may weigh them. A request with
+``gpu_count == 0`` (:func:`host_request`) is a pod that asks for no GPU: it
+fits every known node and takes no GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from policy.names import (
     CORE_PER_GPU,
@@ -51,6 +60,8 @@ class GPURequest:
     containers: tuple[ContainerRequest, ...]
     gpu_count: int = 1
     whole_device: bool = False
+    cpu: int = 0  # millicores, the pod's CPU request
+    host_memory: int = 0  # bytes, the pod's memory request
 
     @property
     def memory(self) -> int:
@@ -64,11 +75,11 @@ class GPURequest:
 
     @property
     def memory_per_gpu(self) -> int:
-        return self.memory // self.gpu_count
+        return self.memory // self.gpu_count if self.gpu_count else 0
 
     @property
     def core_per_gpu(self) -> int:
-        return self.core // self.gpu_count
+        return self.core // self.gpu_count if self.gpu_count else 0
 
     @property
     def wants_core(self) -> bool:
@@ -81,9 +92,49 @@ class GPURequest:
         return (self.memory_per_gpu, self.core_per_gpu, self.gpu_count)
 
 
-def simple_request(memory: int, core: int = 0, gpu_count: int = 1, whole_device: bool = False) -> GPURequest:
+def simple_request(memory: int, core: int = 0, gpu_count: int = 1, whole_device: bool = False,
+                   cpu: int = 0, host_memory: int = 0) -> GPURequest:
     """A one-container request, for callers that have no Pod object (replays, tests)."""
-    return GPURequest((ContainerRequest(0, "main", memory, core),), gpu_count, whole_device)
+    return GPURequest((ContainerRequest(0, "main", memory, core),), gpu_count, whole_device, cpu, host_memory)
+
+
+def host_request(cpu: int = 0, host_memory: int = 0) -> GPURequest:
+    """A pod that asks for no GPU, only ``cpu`` millicores and ``host_memory`` bytes."""
+    return GPURequest((), 0, False, cpu, host_memory)
+
+
+def _host_amount(container: dict, resource: str) -> Fraction:
+    """A container's request of ``resource`` (its limit when it has no request), 0 if unreadable."""
+    resources = container.get("resources") or {}
+    for source in ("requests", "limits"):
+        amounts = resources.get(source) or {}
+        if isinstance(amounts, dict) and resource in amounts:
+            try:
+                return max(parse_quantity(amounts[resource]), Fraction(0))
+            except QuantityError:
+                return Fraction(0)
+    return Fraction(0)
+
+
+def host_requests(pod: dict) -> tuple[int, int]:
+    """``(cpu millicores, memory bytes)`` the pod requests, rounded up, as kube-scheduler sums them.
+
+    The containers' sum, or the largest init container when that is larger,
+    plus ``spec.overhead``. A value that is not a quantity counts as 0 (the
+    API server would not have admitted it).
+    """
+    spec = (pod.get("spec") if isinstance(pod, dict) else None) or {}
+    totals = []
+    for resource, scale in (("cpu", 1000), ("memory", 1)):
+        def amount(containers) -> list:
+            if not isinstance(containers, list):
+                return []
+            return [_host_amount(c, resource) for c in containers if isinstance(c, dict)]
+
+        total = max(sum(amount(spec.get("containers"))), max(amount(spec.get("initContainers")), default=0))
+        total += _host_amount({"resources": {"requests": spec.get("overhead") or {}}}, resource)
+        totals.append(math.ceil(total * scale))
+    return totals[0], totals[1]
 
 
 def _amount(container: dict, resource: str) -> object | None:
@@ -203,4 +254,5 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
             f"{REQUIRE_WHOLE_DEVICE} needs the whole GPU's compute: {GPU_CORE} must total 100, "
             f"got {request.core_per_gpu}"
         )
-    return request
+    cpu, host_memory = host_requests(pod)
+    return dataclasses.replace(request, cpu=cpu, host_memory=host_memory)

@@ -39,12 +39,17 @@ class NodesView:
     core_used: np.ndarray  # (n, G)
     pods: np.ndarray  # (n, G) pods holding a share of the GPU
     healthy: np.ndarray  # (n, G) bool: the GPU exists and is not unhealthy
+    cpu_total: np.ndarray  # (n,) allocatable millicores, 0 = not known
+    cpu_used: np.ndarray  # (n,) millicores requested by the pods counted on the node
+    host_mem_total: np.ndarray  # (n,) allocatable bytes, 0 = not known
+    host_mem_used: np.ndarray  # (n,) bytes requested by the pods counted on the node
 
     def __len__(self) -> int:
         return len(self.known)
 
 
-_ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods")
+_ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods",
+               "cpu_total", "cpu_used", "host_mem_total", "host_mem_used")
 _GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
 _DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool}
 
@@ -112,6 +117,8 @@ class ClusterState:
             a["placement"][row] = spec.placement
             a["max_pod"][row] = spec.max_pod
             a["gpu_count"][row] = spec.gpu_count
+            a["cpu_total"][row] = spec.cpu
+            a["host_mem_total"][row] = spec.host_memory
             present = np.arange(self.gpu_slots) < spec.gpu_count
             a["mem_total"][row] = np.where(present, spec.memory_per_gpu, 0)
             a["core_total"][row] = np.where(present, spec.core_per_gpu, 0)
@@ -158,6 +165,16 @@ class ClusterState:
                 a["core_used"][row, gpu] += sign * core.get(gpu, 0)
                 a["pods"][row, gpu] += sign
             a["core_pods" if wants_core else "memory_pods"][row] += sign
+            self.generation += 1
+
+    def add_host_usage(self, name: str, cpu: int, memory: int, sign: int = 1) -> None:
+        """Count (``sign=1``) or uncount (``sign=-1``) one pod's CPU and host memory requests."""
+        with self._lock:
+            row = self.index.get(name, -1)
+            if row < 0:
+                return
+            self._arrays["cpu_used"][row] += sign * cpu
+            self._arrays["host_mem_used"][row] += sign * memory
             self.generation += 1
 
     # -- reading -------------------------------------------------------------
