@@ -1,0 +1,95 @@
+"""kube-scheduler's part of a decision, emulated around the extender.
+
+kube-scheduler keeps its own cache of what pods request on each node. For a
+pod it
+
+1. filters nodes: CPU and host memory fit (NodeResourcesFit) and the pod's
+   GPU-model constraint, a required node affinity on the node's model label
+   (NodeAffinity);
+2. asks the extender to filter the rest, then to prioritize the survivors;
+3. adds up scores: ``extender score × weight × 10`` plus, in the realistic
+   setting, its default scoring plugins — emulated here as NodeResourcesFit's
+   LeastAllocated and NodeResourcesBalancedAllocation over CPU and memory,
+   both weight 1, with Go's integer arithmetic (the other default plugins
+   score every node alike in this cluster: no taints, images, pod affinity
+   or topology spread);
+4. picks uniformly at random among the nodes with the top total.
+
+Two settings for pods that ask for no GPU (``SETTINGS``):
+
+* ``paper`` — as the FGD simulator: the extender's strategy scores every pod,
+  CPU-only ones too (as a request for no GPU), and no default plugin scores;
+* ``kube`` — a real deployment with ``managedResources``: the extender never
+  sees CPU-only pods, the default plugins place them; GPU pods get the
+  extender's score with the manifest's weight 150 (one extender point
+  outweighs all default plugins) plus the default plugins' scores, which
+  then break the extender's ties.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.trace import Nodes
+
+SETTINGS = ("paper", "kube")
+EXTENDER_WEIGHT = 150  # manifests/scheduler-config.yaml
+MAX_NODE_SCORE = 100
+MAX_EXTENDER_PRIORITY = 10
+
+
+class KubeScheduler:
+    def __init__(self, nodes: Nodes, setting: str, rng: np.random.Generator):
+        if setting not in SETTINGS:
+            raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
+        self.setting = setting
+        self.rng = rng
+        self.cpu_total = nodes.cpu.copy()
+        self.mem_total = nodes.memory.copy()
+        self.cpu_used = np.zeros(len(nodes), dtype=np.int64)
+        self.mem_used = np.zeros(len(nodes), dtype=np.int64)
+        self.model = nodes.model
+        self._affinity: dict = {}
+
+    def affinity(self, spec: str) -> np.ndarray:
+        """Nodes whose model label is one the pod allows (every node for an empty spec)."""
+        mask = self._affinity.get(spec)
+        if mask is None:
+            allowed = [m for m in spec.split("|") if m]
+            mask = np.isin(self.model, allowed) if allowed else np.ones(len(self.model), dtype=bool)
+            self._affinity[spec] = mask
+        return mask
+
+    def filter(self, cpu: int, memory: int, spec: str) -> np.ndarray:
+        """Indices of the nodes that pass kube-scheduler's own filters."""
+        fits = (self.cpu_total - self.cpu_used >= cpu) & (self.mem_total - self.mem_used >= memory)
+        return np.flatnonzero(fits & self.affinity(spec))
+
+    def default_scores(self, nodes: np.ndarray, cpu: int, memory: int) -> np.ndarray:
+        """LeastAllocated + BalancedAllocation for placing the pod on each of ``nodes``."""
+        cpu_total, mem_total = self.cpu_total[nodes], self.mem_total[nodes]
+        cpu_after, mem_after = self.cpu_used[nodes] + cpu, self.mem_used[nodes] + memory
+        least = (((cpu_total - cpu_after) * MAX_NODE_SCORE) // cpu_total
+                 + ((mem_total - mem_after) * MAX_NODE_SCORE) // mem_total) // 2
+        cpu_fraction = np.minimum(cpu_after / cpu_total, 1.0)
+        mem_fraction = np.minimum(mem_after / mem_total, 1.0)
+        balanced = ((1.0 - np.abs(cpu_fraction - mem_fraction) / 2) * MAX_NODE_SCORE).astype(np.int64)
+        return least + balanced
+
+    def total_scores(self, nodes: np.ndarray, extender: np.ndarray | None, cpu: int, memory: int) -> np.ndarray:
+        """Total score of each of ``nodes``; ``extender`` holds the extender's 0..10 scores or None."""
+        if self.setting == "paper":
+            return extender
+        total = self.default_scores(nodes, cpu, memory)
+        if extender is not None:
+            total = total + extender * EXTENDER_WEIGHT * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        return total
+
+    def pick(self, nodes: np.ndarray, total: np.ndarray) -> int:
+        """A node uniformly at random among those with the top total score."""
+        best = np.flatnonzero(total == total.max())
+        return int(nodes[best[self.rng.integers(len(best))]])
+
+    def bind(self, node: int, cpu: int, memory: int) -> None:
+        self.cpu_used[node] += cpu
+        self.mem_used[node] += memory
