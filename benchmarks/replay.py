@@ -119,7 +119,7 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
                            == kube.mem_used * MIB).all())
     shapes = list(zip(seq.num_gpu[:limit].tolist(), seq.gpu_milli[:limit].tolist()))
     return Run(policy, mapping, setting, seed, capacity, demand[:limit], placed, shapes,
-               np.array(timings, dtype=np.int64), consistent)
+               np.array(timings, dtype=np.int64), consistent, extra={"ledger": ledger, "kube": kube})
 
 
 def _bound_pod(uid: str, name: str, node: str, cpu: int, mib: int) -> dict:

@@ -25,7 +25,7 @@ GPUs itself (its ``choose`` method).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,6 +57,7 @@ class Candidates:
     fit: np.ndarray  # (n, G) GPUs that can take the pod's per-GPU share
     feasible: np.ndarray  # (n,)
     gpus: np.ndarray  # (n, N) chosen GPU indices, -1 on infeasible nodes
+    notes: dict = field(default_factory=dict)  # what a strategy's choose() leaves for its score()
 
     def chosen(self, per_gpu: np.ndarray) -> np.ndarray:
         """``per_gpu`` (n, G) values at the chosen GPUs, (n, N); 0 where infeasible."""

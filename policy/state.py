@@ -27,6 +27,7 @@ class NodesView:
     """Gathered rows for one evaluation; ``known`` is False for unknown names."""
 
     known: np.ndarray  # (n,) bool
+    row: np.ndarray  # (n,) the state's row, -1 for an unknown name
     mode: np.ndarray  # (n,) int8
     placement: np.ndarray  # (n,) int8
     max_pod: np.ndarray  # (n,) int64
@@ -43,13 +44,14 @@ class NodesView:
     cpu_used: np.ndarray  # (n,) millicores requested by the pods counted on the node
     host_mem_total: np.ndarray  # (n,) allocatable bytes, 0 = not known
     host_mem_used: np.ndarray  # (n,) bytes requested by the pods counted on the node
+    version: np.ndarray  # (n,) changes whenever anything in the row changes (for caches keyed by row)
 
     def __len__(self) -> int:
         return len(self.known)
 
 
 _ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods",
-               "cpu_total", "cpu_used", "host_mem_total", "host_mem_used")
+               "cpu_total", "cpu_used", "host_mem_total", "host_mem_used", "version")
 _GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
 _DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool}
 
@@ -98,6 +100,10 @@ class ClusterState:
         """The live array of one field, every row (row ``self.index[name]``)."""
         return self._arrays[field]
 
+    def _bump(self, row: int) -> None:
+        self.generation += 1
+        self._arrays["version"][row] = self.generation
+
     # -- nodes ---------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> int:
         """Insert or update a node's capacity; usage already counted is kept."""
@@ -125,7 +131,7 @@ class ClusterState:
             unhealthy = np.isin(np.arange(self.gpu_slots), list(spec.unhealthy))
             a["healthy"][row] = present & ~unhealthy
             self.specs[spec.name] = spec
-            self.generation += 1
+            self._bump(row)
             return row
 
     def remove_node(self, name: str) -> None:
@@ -143,7 +149,7 @@ class ClusterState:
             self._arrays["mode"][row] = MODE_NONE
             self._arrays["placement"][row] = BINPACK
             self._free_rows.append(row)
-            self.generation += 1
+            self._bump(row)
 
     # -- usage ---------------------------------------------------------------
     def add_usage(self, name: str, memory: dict, core: dict, wants_core: bool, sign: int = 1) -> None:
@@ -165,7 +171,7 @@ class ClusterState:
                 a["core_used"][row, gpu] += sign * core.get(gpu, 0)
                 a["pods"][row, gpu] += sign
             a["core_pods" if wants_core else "memory_pods"][row] += sign
-            self.generation += 1
+            self._bump(row)
 
     def add_host_usage(self, name: str, cpu: int, memory: int, sign: int = 1) -> None:
         """Count (``sign=1``) or uncount (``sign=-1``) one pod's CPU and host memory requests."""
@@ -175,7 +181,7 @@ class ClusterState:
                 return
             self._arrays["cpu_used"][row] += sign * cpu
             self._arrays["host_mem_used"][row] += sign * memory
-            self.generation += 1
+            self._bump(row)
 
     # -- reading -------------------------------------------------------------
     def rows(self, names) -> np.ndarray:
@@ -194,7 +200,7 @@ class ClusterState:
             unknown = ~known
             for f in _ROW_FIELDS + _GPU_FIELDS:
                 gathered[f][unknown] = 0
-        return NodesView(known=known, **gathered)
+        return NodesView(known=known, row=np.where(known, rows, -1), **gathered)
 
     def view_all(self) -> tuple[list[str], NodesView]:
         """Every live node's name and its row, in row order."""

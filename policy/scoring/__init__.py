@@ -12,10 +12,11 @@ import inspect
 
 from policy.scoring.ack import Ack
 from policy.scoring.binpack import Binpack
+from policy.scoring.fragmentation import Fragmentation
 from policy.scoring.random import Random
 from policy.scoring.spread import Spread
 
-STRATEGIES = {cls.name: cls for cls in (Ack, Binpack, Spread, Random)}
+STRATEGIES = {cls.name: cls for cls in (Ack, Binpack, Spread, Random, Fragmentation)}
 DEFAULT_STRATEGY = "ack"
 
 

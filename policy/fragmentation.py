@@ -1,0 +1,303 @@
+"""GPU fragmentation of nodes for a mix of task shapes (FGD, Weng et al., USENIX ATC 2023).
+
+For a node and a task shape m, the GPU share the node strands for m is
+
+    F(node, m) = Σ_g idle(g)                   if m cannot run on the node at all
+                 Σ_g idle(g) · [g cannot take m]   otherwise
+
+where ``idle(g)`` is the unallocated share of healthy GPU g (1 = a whole
+idle GPU; the smaller of the memory and compute shares on core_mem nodes).
+m *cannot run* when the node's mode does not take its kind, its CPU or host
+memory would not fit (checked only where the node's allocatable is known),
+or fewer than k of its GPUs can take m's per-GPU share (a GPU takes it when
+it is healthy, has the memory, compute and a pod slot free, and — for
+require-whole-device shapes — is untouched and exactly that size). A shape
+that asks for no GPU strands nothing on a node where it runs.
+
+The node's fragmentation for a popularity ``p`` over shapes is
+``Frag(node) = Σ_m p(m) · F(node, m)``; FGD places a task where it increases
+Frag least. Everything is vectorised over nodes × GPUs × shape classes:
+shapes with the same per-GPU demand and GPU count form one class u, and with
+``A(node, u) = Σ_{m in u} p(m) · [node's mode, CPU and memory let m run]``
+
+    Frag(node) = idle(node) − Σ_u A(node, u) · [≥ k_u GPUs take u] · (idle(node) − small(node, u))
+
+where ``idle(node)`` is the node's total idle share and ``small(node, u)``
+the idle share of its GPUs that cannot take u.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from policy.names import MODE_CORE, MODE_MEMORY
+from policy.placement import fill
+from policy.request import GPURequest
+from policy.state import NodesView
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Task shapes and their popularity; arrays of length S."""
+
+    memory: np.ndarray  # per GPU
+    core: np.ndarray  # per GPU, 0 = memory only
+    count: np.ndarray  # GPUs, 0 = a task that asks for no GPU
+    whole: np.ndarray  # bool, require-whole-device
+    cpu: np.ndarray  # millicores
+    host_memory: np.ndarray  # bytes
+    weight: np.ndarray  # popularity, in any positive scale
+
+    @classmethod
+    def of(cls, requests: list, weights) -> "Shapes":
+        """Shapes of ``requests`` with popularity proportional to ``weights``."""
+        rows = np.array([shape_row(r) for r in requests], dtype=np.int64).reshape(-1, 6)
+        return cls.from_rows(rows, weights)
+
+    @classmethod
+    def from_rows(cls, rows: np.ndarray, weights) -> "Shapes":
+        """Shapes from (S, 6) rows of :func:`shape_row`."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
+        return cls(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3].astype(bool), rows[:, 4], rows[:, 5],
+                   np.asarray(weights, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.weight)
+
+    def plus(self, i: int, weight: float) -> "Shapes":
+        """The same shapes with ``weight`` more popularity for shape i (tables updated, not rebuilt)."""
+        weights = self.weight.copy()
+        weights[i] += weight
+        new = Shapes(self.memory, self.core, self.count, self.whole, self.cpu, self.host_memory, weights)
+        if "_classes" in self.__dict__:
+            new.__dict__["_classes"] = self._classes
+        if "host_table" in self.__dict__:
+            cpu, memory, table = self.host_table
+            table = table.copy()
+            table[self._classes[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
+                  np.searchsorted(memory, self.host_memory[i]) + 1:] += weight
+            new.__dict__["host_table"] = (cpu, memory, table)
+        return new
+
+    @cached_property
+    def classes(self) -> tuple:
+        """``(memory, core, whole, count)``: arrays of the U distinct per-GPU demands and GPU counts."""
+        return tuple(self._classes[0].T)
+
+    @cached_property
+    def _classes(self) -> tuple:
+        keys = np.stack([self.memory, self.core, self.whole, self.count], axis=1)
+        unique, index = np.unique(keys, axis=0, return_inverse=True)
+        return unique, index.reshape(-1)
+
+    @cached_property
+    def host_table(self) -> tuple:
+        """``(cpu, memory, table)``: sorted distinct CPU and memory demands and the (U, C+1, M+1) table
+
+        ``table[u, i, j]`` = popularity of class u's shapes needing at most the
+        i smallest CPU and the j smallest memory values, so the popularity of
+        the shapes a node's free CPU and memory let run is one lookup.
+        """
+        cpu, cpu_rank = np.unique(self.cpu, return_inverse=True)
+        memory, memory_rank = np.unique(self.host_memory, return_inverse=True)
+        table = np.zeros((len(self._classes[0]), len(cpu) + 1, len(memory) + 1))
+        np.add.at(table, (self._classes[1], cpu_rank.reshape(-1) + 1, memory_rank.reshape(-1) + 1), self.weight)
+        return cpu, memory, table.cumsum(axis=1).cumsum(axis=2)
+
+
+def shape_row(request: GPURequest) -> tuple:
+    """What the measure needs of a request: per-GPU memory and compute, GPU count, whole, CPU, host memory."""
+    return (request.memory_per_gpu, request.core_per_gpu, request.gpu_count, int(request.whole_device),
+            request.cpu, request.host_memory)
+
+
+def idle(view: NodesView, mem_used=None, core_used=None) -> np.ndarray:
+    """Unallocated share of every healthy GPU (n, G): 1 = idle, 0 = full, absent or unhealthy."""
+    mem_used = view.mem_used if mem_used is None else mem_used
+    core_used = view.core_used if core_used is None else core_used
+    share = fill(view.mem_total - mem_used, view.mem_total)
+    core = fill(view.core_total - core_used, view.core_total)
+    share = np.where((view.mode == MODE_CORE)[:, None], np.minimum(share, core), share)
+    return np.where(view.healthy, share, 0.0)
+
+
+def gpu_takes(view: NodesView, classes: tuple, mem_used, core_used, pods) -> np.ndarray:
+    """(n, G, U): GPU g, with the given usage, can take the per-GPU demand of class u."""
+    memory, core, whole, count = classes
+    fits = (view.healthy & (pods < view.max_pod[:, None]))[..., None]
+    fits = fits & ((view.mem_total - mem_used)[..., None] >= memory)
+    if core.any():
+        fits &= (view.core_total - core_used)[..., None] >= core
+    if whole.any():
+        untouched = ((mem_used == 0) & (core_used == 0) & (pods == 0))[..., None]
+        size = (view.mem_total[..., None] == memory) & ((core == 0) | (view.core_total[..., None] == core))
+        fits &= (whole == 0) | (untouched & size)
+    return fits | (count == 0)
+
+
+def allowed(view: NodesView, shapes: Shapes, cpu_used, host_used, memory_pods, core_pods) -> np.ndarray:
+    """(n, U): A(node, u), the popularity of class u's shapes whose mode, CPU and memory the node lets run."""
+    _, core, _, count = shapes.classes
+    cpu, memory, table = shapes.host_table
+    unknown_cpu, unknown_memory = view.cpu_total == 0, view.host_mem_total == 0
+    i = np.where(unknown_cpu, len(cpu), np.searchsorted(cpu, view.cpu_total - cpu_used, side="right"))
+    j = np.where(unknown_memory, len(memory), np.searchsorted(memory, view.host_mem_total - host_used, side="right"))
+    core_ok = ((view.mode == MODE_CORE) & (memory_pods == 0))[:, None]
+    memory_ok = ((view.mode == MODE_MEMORY) & (core_pods == 0))[:, None]
+    mode_ok = (count == 0) | np.where(core > 0, core_ok, memory_ok)
+    return mode_ok * table[:, i, j].T / shapes.weight.sum()
+
+
+def _strand(total, takers, small, allow, count) -> np.ndarray:
+    """Frag from idle ``total`` (...,), GPUs taking each class and their ``small`` (..., U), ``allow`` (..., U)."""
+    runs = allow * (takers >= count)
+    return total - (runs * (total[..., None] - small)).sum(axis=-1)
+
+
+def _parts(view: NodesView, classes: tuple, mem_used, core_used, pods) -> tuple:
+    """Per node: idle total (n,), GPUs taking each class and the idle share of the others (n, U); (share, takes)."""
+    share = idle(view, mem_used, core_used)
+    takes = gpu_takes(view, classes, mem_used, core_used, pods)
+    weights = np.stack([np.ones_like(share), share], axis=1)  # (n, 2, G)
+    sums = np.matmul(weights, takes.astype(np.float64))  # (n, 2, U): GPUs taking u, their idle share
+    total = share.sum(axis=1)
+    return total, sums[:, 0], total[:, None] - sums[:, 1], share, takes
+
+
+def _allowed_now(view: NodesView, shapes: Shapes) -> np.ndarray:
+    return allowed(view, shapes, view.cpu_used, view.host_mem_used, view.memory_pods, view.core_pods)
+
+
+def _allowed_after(view: NodesView, shapes: Shapes, request: GPURequest) -> np.ndarray:
+    wants_core = request.wants_core and request.gpu_count > 0
+    takes_memory = (not request.wants_core) and request.gpu_count > 0
+    return allowed(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory,
+                   view.memory_pods + takes_memory, view.core_pods + wants_core)
+
+
+class PartsCache:
+    """Each node's GPU parts (idle shares, which GPUs take each class), kept per state row.
+
+    A row is recomputed only when its ``version`` changed or the classes did,
+    so a decision costs O(changed nodes × GPUs × classes) plus O(nodes ×
+    classes). Views with unknown rows are computed directly. Thread-safe.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._key = None
+        self._arrays: dict = {}
+
+    def _reset(self, key, rows: int, gpus: int, classes: int) -> None:
+        self._key = key
+        self._arrays = {"version": np.full(rows, -1, dtype=np.int64), "total": np.zeros(rows),
+                        "takers": np.zeros((rows, classes)), "small": np.zeros((rows, classes)),
+                        "share": np.zeros((rows, gpus)), "takes": np.zeros((rows, gpus, classes), dtype=bool)}
+
+    def parts(self, view: NodesView, classes: tuple) -> tuple:
+        """``(total, takers, small, share, takes)`` for the rows of ``view``, as :func:`_parts` would give."""
+        if not len(view) or (view.row < 0).any():
+            return _parts(view, classes, view.mem_used, view.core_used, view.pods)
+        key = (view.healthy.shape[1],) + tuple(np.asarray(c).tobytes() for c in classes)
+        rows = view.row
+        with self._lock:
+            a = self._arrays
+            if key != self._key:
+                self._reset(key, int(rows.max()) + 1, view.healthy.shape[1], len(classes[0]))
+            elif rows.max() >= len(a["version"]):
+                grow = int(rows.max()) + 1 - len(a["version"])
+                for name, array in a.items():
+                    pad = np.full((grow,) + array.shape[1:], -1 if name == "version" else 0, dtype=array.dtype)
+                    a[name] = np.concatenate([array, pad])
+            a = self._arrays
+            stale = np.flatnonzero(a["version"][rows] != view.version)
+            if len(stale):
+                sub = _subview(view, stale)
+                total, takers, small, share, takes = _parts(sub, classes, sub.mem_used, sub.core_used, sub.pods)
+                target = rows[stale]
+                a["total"][target], a["takers"][target], a["small"][target] = total, takers, small
+                a["share"][target], a["takes"][target] = share, takes
+                a["version"][target] = view.version[stale]
+            return a["total"][rows], a["takers"][rows], a["small"][rows], a["share"][rows], _RowTakes(a["takes"], rows)
+
+
+class _RowTakes:
+    """``takes[i, g]`` of the view's rows without copying the whole (n, G, U) array."""
+
+    def __init__(self, takes: np.ndarray, rows: np.ndarray):
+        self._takes, self._rows = takes, rows
+
+    def __getitem__(self, index):
+        i, g = index
+        return self._takes[self._rows[i], g]
+
+
+def _parts_of(view: NodesView, classes: tuple, cache: PartsCache | None) -> tuple:
+    if cache is None:
+        return _parts(view, classes, view.mem_used, view.core_used, view.pods)
+    return cache.parts(view, classes)
+
+
+def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = None) -> np.ndarray:
+    """Frag of every node of ``view`` (n,), in GPUs (see module doc)."""
+    classes = shapes.classes
+    total, takers, small, _, _ = _parts_of(view, classes, cache)
+    return _strand(total, takers, small, _allowed_now(view, shapes), classes[3])
+
+
+def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candidates: np.ndarray,
+                   cache: PartsCache | None = None) -> np.ndarray:
+    """(n, G): increase of Frag if the single-GPU ``request`` went on GPU g; +inf where not a candidate."""
+    classes = shapes.classes
+    total, takers, small, share, takes = _parts_of(view, classes, cache)
+    before = _strand(total, takers, small, _allowed_now(view, shapes), classes[3])
+
+    rows, gpus = np.nonzero(candidates)
+    one = _one_gpu_each(view, rows, gpus)
+    mem_after = one.mem_used + request.memory_per_gpu
+    core_after = one.core_used + request.core_per_gpu
+    share_after = idle(one, mem_after, core_after)[:, 0]
+    takes_after = gpu_takes(one, classes, mem_after, core_after, one.pods + 1)[:, 0]
+    takes_before, share_before = takes[rows, gpus], share[rows, gpus]
+    takers_after = takers[rows] - takes_before + takes_after
+    small_after = small[rows] - share_before[:, None] * ~takes_before + share_after[:, None] * ~takes_after
+    total_after = total[rows] - share_before + share_after
+    after = _strand(total_after, takers_after, small_after, _allowed_after(view, shapes, request)[rows], classes[3])
+
+    growth = np.full(candidates.shape, np.inf)
+    growth[rows, gpus] = after - before[rows]
+    return growth
+
+
+def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.ndarray,
+              cache: PartsCache | None = None) -> np.ndarray:
+    """(n,): increase of Frag if ``request`` went on each node's ``gpus`` (n, N), -1 = infeasible node."""
+    chosen = np.zeros(view.healthy.shape, dtype=np.int64)
+    if gpus.shape[1]:
+        rows = np.repeat(np.arange(len(view)), gpus.shape[1])
+        valid = gpus.reshape(-1) >= 0
+        chosen[rows[valid], gpus.reshape(-1)[valid]] = 1
+    classes = shapes.classes
+    if chosen.any():
+        after = _parts(view, classes, view.mem_used + chosen * request.memory_per_gpu,
+                       view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
+    else:
+        after = _parts_of(view, classes, cache)
+    return (_strand(*after[:3], _allowed_after(view, shapes, request), classes[3])
+            - fragmentation(view, shapes, cache))
+
+
+def _subview(view: NodesView, index: np.ndarray) -> NodesView:
+    return NodesView(**{name: value[index] for name, value in vars(view).items()})
+
+
+def _one_gpu_each(view: NodesView, rows: np.ndarray, gpus: np.ndarray) -> NodesView:
+    """The candidate GPUs as a view of M one-GPU nodes (for the per-GPU helpers)."""
+    fields = {}
+    for name, value in vars(view).items():
+        fields[name] = value[rows, gpus][:, None] if value.ndim == 2 else value[rows]
+    return NodesView(**fields)
