@@ -29,6 +29,11 @@ a pod). The placement core places it exactly like a whole-GPU request: only
 completely idle GPUs have 100 % compute free. This is the one place the cgpu
 mapping leaves ACK's pod syntax.
 
+A pod's ``gpu_spec`` becomes a required node affinity on the nodes' GPU model
+label (``aliyun.accelerator/nvidia_name``), which kube-scheduler enforces
+(:mod:`benchmarks.kube`); the request carries the allowed models as
+:func:`policy.request.gpu_models` reads them from such a pod.
+
 CPU-only pods (``num_gpu == 0``) map to a request for no GPU
 (:func:`policy.request.host_request`), scored by the extender's strategy only
 in the paper's setting (:mod:`benchmarks.kube`).
@@ -36,13 +41,13 @@ in the paper's setting (:mod:`benchmarks.kube`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from benchmarks.trace import GPU_MEMORY_MIB, MILLI, Nodes, Pods
-from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, NODE_SCHEDULE
+from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, GPU_MODEL_LABEL, NODE_SCHEDULE
 from policy.request import GPURequest, host_request, simple_request
 
-MODEL_LABEL = "aliyun.accelerator/nvidia_name"
 GPU_GIB = {model: mib // 1024 for model, mib in GPU_MEMORY_MIB.items()}
 MIB = 2**20
 
@@ -65,7 +70,7 @@ class Mapping:
         self._cache: dict = {}
 
     def node(self, nodes: Nodes, i: int) -> dict:
-        labels = {"kubernetes.io/hostname": nodes.name[i], MODEL_LABEL: nodes.model[i]}
+        labels = {"kubernetes.io/hostname": nodes.name[i], GPU_MODEL_LABEL: nodes.model[i]}
         allocatable = {"cpu": f"{nodes.cpu[i]}m", "memory": f"{nodes.memory[i]}Mi", "pods": "1000"}
         labels.update(self.node_labels())
         allocatable.update(self.gpu_allocatable(int(nodes.gpus[i]), nodes.model[i]))
@@ -80,7 +85,8 @@ class Mapping:
             if k == 0:
                 request = host_request(cpu, mib * MIB)
             else:
-                request = self.gpu_request(k, milli, self.allowed_models(spec), cpu, mib * MIB)
+                request = dataclasses.replace(self.gpu_request(k, milli, self.allowed_models(spec), cpu, mib * MIB),
+                                              models=frozenset(self.allowed_models(spec)) if spec else None)
             self._cache[key] = request
         return request
 

@@ -14,6 +14,7 @@ REQUIRE_WHOLE_DEVICE = "require-whole-device"
 NODE_SCHEDULE = "ack.node.gpu.schedule"
 NODE_PLACEMENT = "ack.node.gpu.placement"
 NODE_MAX_POD = "ack.node.gpu.max-pod"
+GPU_MODEL_LABEL = "aliyun.accelerator/nvidia_name"  # the GPU model ACK labels GPU nodes with
 
 # Sharing modes as stored in the cluster arrays.
 MODE_NONE = 0  # not a sharing node (whole GPUs, topology, mig, disabled, none)

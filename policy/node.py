@@ -14,11 +14,13 @@ values that are malformed fall back to their default and are listed in
 * unhealthy GPU indices come from the ``kube-system/unhealthy-gpu-<node>``
   ConfigMap (:func:`parse_unhealthy_gpus`);
 * CPU (millicores) and host memory (bytes) from ``status.allocatable``, 0 when
-  absent or malformed (strategies may weigh them; placement never checks them).
+  absent or malformed, and the GPU model from label ``aliyun.accelerator/nvidia_name``
+  (strategies may weigh them; placement never checks them).
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 from policy.names import (
@@ -27,6 +29,7 @@ from policy.names import (
     GPU_CORE,
     GPU_COUNT,
     GPU_MEM,
+    GPU_MODEL_LABEL,
     MODE_CORE,
     MODE_NONE,
     MODES_BY_LABEL,
@@ -57,6 +60,12 @@ class NodeSpec:
     warnings: tuple = field(default=(), compare=False)
     cpu: int = 0  # allocatable millicores
     host_memory: int = 0  # allocatable bytes
+    model: str = ""  # GPU model label, "" when not labelled
+
+
+def model_code(model: str) -> int:
+    """A stable integer for a GPU model name (0 for none), for the state's arrays."""
+    return zlib.crc32(model.encode()) + 1 if model else 0
 
 
 def parse_unhealthy_gpus(configmap: dict) -> frozenset:
@@ -107,7 +116,8 @@ def parse_node(node: dict, unhealthy: frozenset = frozenset()) -> NodeSpec:
         else:
             warnings.append(f"label {NODE_MAX_POD}={raw!r} is not a positive whole number; using {max_pod}")
     base = dict(name=name, schedule_label=schedule, placement=placement, max_pod=max_pod, unhealthy=unhealthy,
-                cpu=_host_allocatable(allocatable, "cpu", 1000), host_memory=_host_allocatable(allocatable, "memory", 1))
+                cpu=_host_allocatable(allocatable, "cpu", 1000), host_memory=_host_allocatable(allocatable, "memory", 1),
+                model=labels.get(GPU_MODEL_LABEL, "") if isinstance(labels.get(GPU_MODEL_LABEL), str) else "")
 
     # Capacity is read on every node, sharing or not, so that pods still bound
     # after a node leaves sharing mode keep being counted and shown.

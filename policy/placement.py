@@ -64,6 +64,12 @@ class Candidates:
         taken = np.take_along_axis(per_gpu, np.maximum(self.gpus, 0), axis=1)
         return np.where(self.gpus >= 0, taken, 0)
 
+    def node_fill(self) -> np.ndarray:
+        """Mean fullness of the node's healthy GPUs before the pod, (n,); 0 on a node without any."""
+        healthy = self.view.healthy
+        total = np.where(healthy, fullness(self.view), 0.0).sum(axis=1)
+        return fill(total, healthy.sum(axis=1))
+
     def fill_after(self) -> np.ndarray:
         """Mean fullness of the chosen GPUs once the pod is on them, (n,).
 
@@ -71,9 +77,7 @@ class Candidates:
         GPUs (0 on a node without any).
         """
         if self.gpus.shape[1] == 0:
-            healthy = self.view.healthy
-            total = np.where(healthy, fullness(self.view), 0.0).sum(axis=1)
-            return fill(total, healthy.sum(axis=1))
+            return self.node_fill()
         after = fullness(self.view, self.request.memory_per_gpu, self.request.core_per_gpu)
         return self.chosen(after).mean(axis=1)
 

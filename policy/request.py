@@ -19,8 +19,9 @@ by N). Pod label ``ack.gpushare.placement=require-whole-device`` asks for
 completely free GPUs that the request fills exactly.
 
 A request also carries the pod's CPU (millicores) and host memory (bytes) as
-kube-scheduler counts them (:func:`host_requests`); placement never checks
-them (kube-scheduler does), but a strategy may weigh them. A request with
+kube-scheduler counts them (:func:`host_requests`) and the GPU models it may
+use (:func:`gpu_models`); placement never checks them (kube-scheduler does),
+but a strategy may weigh them. A request with
 ``gpu_count == 0`` (:func:`host_request`) is a pod that asks for no GPU: it
 fits every known node and takes no GPU.
 """
@@ -36,6 +37,7 @@ from policy.names import (
     CORE_PER_GPU,
     GPU_CORE,
     GPU_MEM,
+    GPU_MODEL_LABEL,
     POD_GPU_COUNT,
     POD_PLACEMENT,
     REQUIRE_WHOLE_DEVICE,
@@ -62,6 +64,7 @@ class GPURequest:
     whole_device: bool = False
     cpu: int = 0  # millicores, the pod's CPU request
     host_memory: int = 0  # bytes, the pod's memory request
+    models: frozenset | None = None  # GPU models (GPU_MODEL_LABEL values) the pod may use, None = any
 
     @property
     def memory(self) -> int:
@@ -93,14 +96,45 @@ class GPURequest:
 
 
 def simple_request(memory: int, core: int = 0, gpu_count: int = 1, whole_device: bool = False,
-                   cpu: int = 0, host_memory: int = 0) -> GPURequest:
+                   cpu: int = 0, host_memory: int = 0, models: frozenset | None = None) -> GPURequest:
     """A one-container request, for callers that have no Pod object (replays, tests)."""
-    return GPURequest((ContainerRequest(0, "main", memory, core),), gpu_count, whole_device, cpu, host_memory)
+    return GPURequest((ContainerRequest(0, "main", memory, core),), gpu_count, whole_device, cpu, host_memory,
+                      models)
 
 
 def host_request(cpu: int = 0, host_memory: int = 0) -> GPURequest:
     """A pod that asks for no GPU, only ``cpu`` millicores and ``host_memory`` bytes."""
     return GPURequest((), 0, False, cpu, host_memory)
+
+
+def gpu_models(pod: dict) -> frozenset | None:
+    """The GPU models a pod may use, from ``spec.nodeSelector`` and required node affinity on GPU_MODEL_LABEL.
+
+    nodeSelector gives one model; a required nodeAffinity whose every term has
+    an ``In`` expression on the label gives the union of their values. Both
+    present: the intersection. None when the pod does not restrict the model
+    (other operators are not interpreted, which only makes the set larger).
+    """
+    spec = (pod.get("spec") if isinstance(pod, dict) else None) or {}
+    allowed = None
+    selector = spec.get("nodeSelector") or {}
+    if isinstance(selector, dict) and isinstance(selector.get(GPU_MODEL_LABEL), str):
+        allowed = frozenset([selector[GPU_MODEL_LABEL]])
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if isinstance(terms, list) and terms:
+        union: set = set()
+        for term in terms:
+            values = [e.get("values") or [] for e in ((term or {}).get("matchExpressions") or [])
+                      if isinstance(e, dict) and e.get("key") == GPU_MODEL_LABEL and e.get("operator") == "In"]
+            if not values:
+                union = None
+                break
+            union.update(v for v in values[0] if isinstance(v, str))
+        if union is not None:
+            allowed = frozenset(union) if allowed is None else allowed & frozenset(union)
+    return allowed
 
 
 def _host_amount(container: dict, resource: str) -> Fraction:
@@ -255,4 +289,4 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
             f"got {request.core_per_gpu}"
         )
     cpu, host_memory = host_requests(pod)
-    return dataclasses.replace(request, cpu=cpu, host_memory=host_memory)
+    return dataclasses.replace(request, cpu=cpu, host_memory=host_memory, models=gpu_models(pod))

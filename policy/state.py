@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policy.names import BINPACK, MODE_NONE
-from policy.node import NodeSpec
+from policy.node import NodeSpec, model_code
 
 
 @dataclass
@@ -44,6 +44,7 @@ class NodesView:
     cpu_used: np.ndarray  # (n,) millicores requested by the pods counted on the node
     host_mem_total: np.ndarray  # (n,) allocatable bytes, 0 = not known
     host_mem_used: np.ndarray  # (n,) bytes requested by the pods counted on the node
+    model: np.ndarray  # (n,) model_code of the node's GPU model, 0 = not labelled
     version: np.ndarray  # (n,) changes whenever anything in the row changes (for caches keyed by row)
 
     def __len__(self) -> int:
@@ -51,7 +52,7 @@ class NodesView:
 
 
 _ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods",
-               "cpu_total", "cpu_used", "host_mem_total", "host_mem_used", "version")
+               "cpu_total", "cpu_used", "host_mem_total", "host_mem_used", "model", "version")
 _GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
 _DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool}
 
@@ -125,6 +126,7 @@ class ClusterState:
             a["gpu_count"][row] = spec.gpu_count
             a["cpu_total"][row] = spec.cpu
             a["host_mem_total"][row] = spec.host_memory
+            a["model"][row] = model_code(spec.model)
             present = np.arange(self.gpu_slots) < spec.gpu_count
             a["mem_total"][row] = np.where(present, spec.memory_per_gpu, 0)
             a["core_total"][row] = np.where(present, spec.core_per_gpu, 0)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import inspect
 
 from policy.scoring.ack import Ack
+from policy.scoring.bestfit import BestFit
 from policy.scoring.binpack import Binpack
 from policy.scoring.fragmentation import Fragmentation
 from policy.scoring.random import Random
 from policy.scoring.spread import Spread
 
-STRATEGIES = {cls.name: cls for cls in (Ack, Binpack, Spread, Random, Fragmentation)}
+STRATEGIES = {cls.name: cls for cls in (Ack, Binpack, Spread, Random, BestFit, Fragmentation)}
 DEFAULT_STRATEGY = "ack"
 
 

@@ -1,6 +1,7 @@
 """CPU and host memory: what a pod requests, what a node offers, and host-only requests."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,4 +71,4 @@ def test_host_only_binpack_prefers_the_fuller_node():
         state.set_node(NodeSpec(name, MODE_MEMORY, 2, 10, 0, BINPACK, 20))
     state.add_usage("a", {0: 5}, {}, False)
     result = evaluate(state.view(state.rows(["a", "b"])), host_request(1000), Binpack())
-    assert result.raw.tolist() == [0.25, 0.0]
+    assert result.raw == pytest.approx([0.25, 0.0])
