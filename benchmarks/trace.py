@@ -16,7 +16,18 @@ import numpy as np
 
 MILLI = 1000  # milli-GPU in one GPU
 
-DEFAULT_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces", "openb"))
+_BESIDE_PROJECT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces", "openb")
+
+
+def default_dir() -> str:
+    """``../shared/traces/openb`` from the project root (this checkout), else from the working directory."""
+    for candidate in (_BESIDE_PROJECT, os.path.join("..", "shared", "traces", "openb")):
+        if os.path.isdir(candidate):
+            return os.path.normpath(candidate)
+    return os.path.normpath(_BESIDE_PROJECT)
+
+
+DEFAULT_DIR = default_dir()
 NODE_FILE = "openb_node_list_gpu_node.csv"
 TRACES = ("default", "cpu050", "gpushare40", "multigpu20", "gpuspec10")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from extender.commands import serve
+from extender.commands import serve, simulate
 
-COMMANDS = (serve,)
+COMMANDS = (serve, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,11 +1,10 @@
 """ack (the default): each node is judged by its own ``ack.node.gpu.placement``.
 
-    raw(node) = binpack's raw score      on binpack nodes
-    raw(node) = 1 − f                    on spread nodes
+    raw(node) = f            on binpack nodes
+    raw(node) = 1 − f        on spread nodes
 
 with ``f`` the mean fullness of the chosen GPUs after placement (see
-:mod:`policy.scoring.binpack`, whose score adds a tie-break towards the
-fuller node). This is the direction of ACK's own scoring;
+:mod:`policy.scoring.binpack`). This is the direction of ACK's own scoring;
 its ``70 / n²`` term is the same for every node of one pod and drops out.
 On a cluster whose nodes are all binpack it equals :mod:`binpack`.
 """
@@ -16,11 +15,11 @@ import numpy as np
 
 from policy.names import SPREAD
 from policy.placement import Candidates
-from policy.scoring.binpack import packing
 
 
 class Ack:
     name = "ack"
 
     def score(self, candidates: Candidates) -> np.ndarray:
-        return np.where(candidates.view.placement == SPREAD, 1.0 - candidates.fill_after(), packing(candidates))
+        f = candidates.fill_after()
+        return np.where(candidates.view.placement == SPREAD, 1.0 - f, f)
