@@ -39,7 +39,8 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     strategy = make_strategy(config.scoring, seed=config.seed)
     ledger = Ledger(ClusterState(), strategy)
     cluster = cluster if cluster is not None else make_cluster(config.cluster_file)
-    extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size)
+    extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size,
+                        score_all_pods=config.score_all_pods)
     cluster.start(ledger)
     get_logger().info("extender started", extra=fields(
         cluster=getattr(cluster, "kind", "unknown"), source=getattr(cluster, "source", None),

@@ -16,6 +16,7 @@ class Config:
     scoring: str = "ack"  # node scoring strategy (policy.scoring)
     seed: int = 0  # for strategies that draw random numbers
     pod_cache_size: int = 10000  # Pods remembered from filter for bind
+    score_all_pods: bool = False  # also score pods without a shared-GPU request (see Extender)
     log_level: str = "info"
 
     def normalised_prefix(self) -> str:

@@ -9,7 +9,12 @@ Each verb takes the raw request body and returns the reply object. Contract:
   body is not an ``ExtenderArgs``; a pod that does not fit is never an error;
 * ``filter`` remembers the Pod by UID so that ``bind``, which receives only
   names, can read its request (required for the embedded cluster, and saves
-  an API read with a real one).
+  an API read with a real one);
+* with ``score_all_pods`` (for a kube-scheduler configured without
+  ``managedResources``, so that it asks about every pod) a pod without a
+  shared-GPU request is still passed through by filter and bound untouched,
+  but the strategy sees it and prioritize scores it as a request for no GPU
+  (its CPU and memory): fragmentation-aware placement of CPU-only pods.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from extender.cluster import ClusterError
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.logs import fields, get_logger
 from policy.reasons import FITS, MESSAGE_TABLE, UNRESOLVABLE_TABLE
-from policy.request import InvalidRequest, parse_pod_request
+from policy.request import InvalidRequest, host_request, host_requests, parse_pod_request
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
 
@@ -55,7 +60,9 @@ class PodCache:
 
 
 class Extender:
-    def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000):
+    def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000,
+                 score_all_pods: bool = False):
+        self.score_all_pods = score_all_pods
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
@@ -90,8 +97,10 @@ class Extender:
             self.log.info("filter: invalid request", extra=fields(pod=str(pod), error=str(exc)))
             return wire.filter_reply([], [] if args.nodes is not None else None, {},
                                      dict.fromkeys(args.names, str(exc)))
+        if request is None and self.score_all_pods:
+            request = host_request(*host_requests(args.pod))
         self._remember(args.pod, request)
-        if request is None:
+        if request is None or request.gpu_count == 0:
             return wire.filter_reply(list(args.names), args.nodes, {}, {})
         codes = self.ledger.check(request, args.names)
         ok = codes == FITS
@@ -116,6 +125,9 @@ class Extender:
             request = parse_pod_request(args.pod)
         except InvalidRequest:
             request = None
+        else:
+            if request is None and self.score_all_pods:
+                request = host_request(*host_requests(args.pod))
         if request is None or not self.ready():
             return wire.prioritize_reply(args.names, zeros.tolist())
         scores = self.ledger.evaluate(request, args.names).scores()

@@ -19,6 +19,9 @@ def register(subparsers) -> None:
     parser.add_argument("--cluster", metavar="FILE",
                         help="embedded cluster from a file of v1 Nodes and Pods (kubectl get nodes,pods -o yaml)")
     parser.add_argument("--scoring", default="ack", choices=sorted(STRATEGIES), help="node scoring strategy (default ack)")
+    parser.add_argument("--score-all-pods", action="store_true",
+                        help="also score pods without a shared-GPU request (kube-scheduler must then call the "
+                             "extender for every pod: no managedResources)")
     parser.add_argument("--seed", type=int, default=0, help="seed for strategies that draw random numbers")
     parser.add_argument("--threads", type=int, default=8, help="request threads in the one worker (default 8)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"cgpu-extender: {exc}", file=sys.stderr)
             return 2
     config = Config(prefix=args.prefix, cluster_file=args.cluster, scoring=args.scoring, seed=args.seed,
+                    score_all_pods=args.score_all_pods,
                     log_level=args.log_level)
     ExtenderServer(config, args.host, args.port, threads=args.threads).run()
     return 0

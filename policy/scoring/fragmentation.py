@@ -14,7 +14,7 @@ whole trace in advance:
   (per-GPU memory and compute, GPU count, whole-device, CPU, host memory,
   allowed GPU models), weighted by the GPUs it asks for (at least 1;
   ``weighting="pods"`` counts pods as FGD did); see
-  :class:`policy.fragmentation.ShapeMix` for ``max_shapes`` and ``half_life``.
+  :class:`policy.shapes.ShapeMix` for ``max_shapes`` and ``half_life``.
   Before any pod was seen the pod itself is the only shape.
 * ``π(m)``: a shape that may use only some GPU models weighs by how scarce
   their idle capacity is among the candidate nodes: idle share of all / of
@@ -34,17 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.fragmentation import (
-    PartsCache,
-    Shapes,
-    ShapeMix,
-    distinct_gpus,
-    growth_on,
-    growth_per_gpu,
-    model_pressure,
-)
+from policy.fragmentation import PartsCache, distinct_gpus, growth_on, growth_per_gpu, model_pressure
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
+from policy.shapes import Shapes, ShapeMix
 
 RESOLUTION = 1e-6  # GPUs: growths that round alike are equal
 TIE_BREAK = 1e-8  # < RESOLUTION, so u(node) only orders equal growths

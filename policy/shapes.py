@@ -1,0 +1,214 @@
+"""Task shapes and their popularity, as the fragmentation measure needs them.
+
+:class:`Shapes` holds S shapes — per-GPU memory and compute, GPU count,
+whole-device, CPU, host memory, allowed GPU models — with a popularity each,
+and the tables :mod:`policy.fragmentation` looks them up in: the distinct
+per-GPU classes and, per model group and class, a 2-D prefix table over CPU
+and memory demands. :class:`ShapeMix` learns a popularity online from the
+pods observed and keeps those tables up to date in place of rebuilding them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from policy.node import model_code
+from policy.request import GPURequest
+from policy.state import NodesView
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Task shapes and their popularity; arrays of length S."""
+
+    memory: np.ndarray  # per GPU
+    core: np.ndarray  # per GPU, 0 = memory only
+    count: np.ndarray  # GPUs, 0 = a task that asks for no GPU
+    whole: np.ndarray  # bool, require-whole-device
+    cpu: np.ndarray  # millicores
+    host_memory: np.ndarray  # bytes
+    models: tuple  # per shape: frozenset of GPU model names it may use, or None for any
+    weight: np.ndarray  # popularity, in any positive scale
+    pressure: np.ndarray | None = None  # per model group (model_groups()): factor on its shapes' popularity
+
+    @classmethod
+    def of(cls, requests: list, weights) -> "Shapes":
+        """Shapes of ``requests`` with popularity proportional to ``weights``."""
+        return cls.from_rows([shape_row(r) for r in requests], weights)
+
+    @classmethod
+    def from_rows(cls, rows: list, weights) -> "Shapes":
+        """Shapes from :func:`shape_row` tuples."""
+        numbers = np.array([row[:6] for row in rows], dtype=np.int64).reshape(-1, 6)
+        return cls(numbers[:, 0], numbers[:, 1], numbers[:, 2], numbers[:, 3].astype(bool), numbers[:, 4],
+                   numbers[:, 5], tuple(row[6] for row in rows), np.asarray(weights, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.weight)
+
+    def _derive(self, **changes) -> "Shapes":
+        new = dataclasses.replace(self, **changes)
+        for cached in ("_classes", "_groups", "host_table"):
+            if cached in self.__dict__:
+                new.__dict__[cached] = self.__dict__[cached]
+        return new
+
+    def model_groups(self) -> list:
+        """The distinct model sets of the shapes, as arrays of model codes (None = any model)."""
+        return self._groups[0]
+
+    def under_pressure(self, pressure: np.ndarray) -> "Shapes":
+        """The same shapes with each model group's popularity scaled by ``pressure``."""
+        pressure = np.asarray(pressure, dtype=np.float64)
+        if self.pressure is None and (pressure == 1).all():
+            return self
+        self.host_table  # built once here, shared by every derived copy  # noqa: B018
+        return self._derive(pressure=pressure)
+
+    def plus(self, i: int, weight: float) -> "Shapes":
+        """The same shapes with ``weight`` more popularity for shape i (tables updated, not rebuilt)."""
+        weights = self.weight.copy()
+        weights[i] += weight
+        new = self._derive(weight=weights)
+        if "host_table" in self.__dict__:
+            cpu, memory, table = self.host_table
+            table = table.copy()
+            table[self._groups[1][i], self._classes[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
+                  np.searchsorted(memory, self.host_memory[i]) + 1:] += weight
+            new.__dict__["host_table"] = (cpu, memory, table)
+        return new
+
+    @cached_property
+    def classes(self) -> tuple:
+        """``(memory, core, whole, count)``: arrays of the U distinct per-GPU demands and GPU counts."""
+        return tuple(self._classes[0].T)
+
+    @cached_property
+    def _classes(self) -> tuple:
+        keys = np.stack([self.memory, self.core, self.whole, self.count], axis=1)
+        unique, index = np.unique(keys, axis=0, return_inverse=True)
+        return unique, index.reshape(-1)
+
+    @cached_property
+    def _groups(self) -> tuple:
+        """The distinct model sets (as model codes, None = any) and each shape's."""
+        groups: dict = {}
+        index = np.array([groups.setdefault(m, len(groups)) for m in self.models], dtype=np.int64)
+        codes = [None if m is None else np.array(sorted(model_code(x) for x in m), dtype=np.int64) for m in groups]
+        return codes, index
+
+    def model_mask(self, view: NodesView) -> np.ndarray:
+        """(model groups, n): the node's GPU model is one the group's shapes may use."""
+        if len(self._groups[0]) == 1 and self._groups[0][0] is None:
+            return np.ones((1, len(view)), dtype=bool)
+        models, index = np.unique(view.model, return_inverse=True)
+        member = np.stack([np.ones(len(models), dtype=bool) if codes is None else np.isin(models, codes)
+                           for codes in self._groups[0]])
+        return member[:, index.reshape(-1)]
+
+    @cached_property
+    def host_table(self) -> tuple:
+        """``(cpu, memory, table)``: sorted distinct CPU and memory demands and the (groups, U, C+1, M+1) table
+
+        ``table[g, u, i, j]`` = popularity of the shapes of model group g and
+        class u needing at most the i smallest CPU and the j smallest memory
+        values, so the popularity of the shapes a node lets run is a lookup.
+        """
+        cpu, cpu_rank = np.unique(self.cpu, return_inverse=True)
+        memory, memory_rank = np.unique(self.host_memory, return_inverse=True)
+        table = np.zeros((len(self._groups[0]), len(self._classes[0]), len(cpu) + 1, len(memory) + 1))
+        np.add.at(table, (self._groups[1], self._classes[1], cpu_rank.reshape(-1) + 1, memory_rank.reshape(-1) + 1),
+                  self.weight)
+        return cpu, memory, table.cumsum(axis=2).cumsum(axis=3)
+
+
+def shape_row(request: GPURequest) -> tuple:
+    """What the measure needs of a request: per-GPU memory and compute, GPU count, whole, CPU, host memory, models."""
+    return (request.memory_per_gpu, request.core_per_gpu, request.gpu_count, int(request.whole_device),
+            request.cpu, request.host_memory, request.models)
+
+
+class ShapeMix:
+    """Shape popularity learned from the pods observed, one at a time (thread-safe).
+
+    Each observed pod adds ``weight(pod) · 2^(t/half_life)`` to its shape (t
+    counts the pods; no decay when ``half_life`` is 0). ``weight`` is
+    ``max(1, GPUs asked)`` for ``weighting="gpus"`` — a pod counts once per
+    GPU it asks for, so a k-GPU pod weighs what k one-GPU pods would — and 1
+    for ``weighting="pods"`` (FGD's count). With ``host_aware=False`` shapes
+    forget their CPU and memory (an ablation: CPU never strands a GPU then).
+    At most ``max_shapes`` shapes are
+    kept; a new one replaces the least popular. Popularity updates are applied
+    to the current :class:`Shapes` in place of a rebuild.
+    """
+
+    WEIGHTINGS = ("gpus", "pods")
+
+    def __init__(self, max_shapes: int = 256, half_life: float = 0.0, weighting: str = "gpus",
+                 host_aware: bool = True):
+        if max_shapes < 1:
+            raise ValueError("max_shapes must be at least 1")
+        if half_life < 0:
+            raise ValueError("half_life must not be negative")
+        if weighting not in self.WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {', '.join(self.WEIGHTINGS)}, got {weighting!r}")
+        self.max_shapes, self.half_life, self.weighting = max_shapes, half_life, weighting
+        self.host_aware = host_aware
+        self._lock = threading.Lock()
+        self._index: dict = {}  # shape row → position in _rows/_weights
+        self._rows: list = []
+        self._weights = np.zeros(0)
+        self._observed = 0
+        self._shapes: Shapes | None = None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def observe(self, request: GPURequest) -> None:
+        with self._lock:
+            self._observed += 1
+            weight = 2.0 ** (self._observed / self.half_life) if self.half_life > 0 else 1.0
+            if weight > 1e200:  # rescale, keeping the proportions
+                self._weights /= weight
+                self._observed, weight, self._shapes = 0, 1.0, None
+            if self.weighting == "gpus":
+                weight *= max(1, request.gpu_count)
+            row = self._row(request)
+            position = self._index.get(row)
+            if position is None:
+                if len(self._rows) >= self.max_shapes:
+                    position = int(np.argmin(self._weights))
+                    del self._index[self._rows[position]]
+                    self._rows[position] = row
+                    self._weights[position] = 0.0
+                else:
+                    position = len(self._rows)
+                    self._rows.append(row)
+                    self._weights = np.append(self._weights, 0.0)
+                self._index[row] = position
+                self._shapes = None
+            self._weights[position] += weight
+            if self._shapes is not None:
+                self._shapes = self._shapes.plus(position, weight)
+
+    def _row(self, request: GPURequest) -> tuple:
+        row = shape_row(request)
+        return row if self.host_aware else row[:4] + (0, 0) + row[6:]
+
+    def alone(self, request: GPURequest) -> Shapes:
+        """A mix of the one shape of ``request`` (for a decision before anything was observed)."""
+        return Shapes.from_rows([self._row(request)], [1.0])
+
+    def shapes(self) -> Shapes | None:
+        """The learned shapes, None before any pod was observed."""
+        with self._lock:
+            if not self._rows:
+                return None
+            if self._shapes is None:
+                self._shapes = Shapes.from_rows(self._rows, self._weights.copy())
+            return self._shapes

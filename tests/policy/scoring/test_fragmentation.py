@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+
+from helpers import build, raw_and_scores
+from policy.fragmentation import fragmentation
+from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
+from policy.node import NodeSpec
+from policy.placement import evaluate
+from policy.request import host_request, simple_request
+from policy.scoring import make_strategy
+from policy.scoring.fragmentation import Fragmentation
+
+
+def node(name, gpus=2, cpu=32_000):
+    return NodeSpec(name, MODE_MEMORY, gpus, 1000, 0, BINPACK, UNLIMITED_PODS, cpu=cpu, host_memory=2**36)
+
+
+def learned(*requests):
+    strategy = Fragmentation()
+    for r in requests:
+        strategy.observe(r)
+    return strategy
+
+
+WHOLE = simple_request(1000, whole_device=True)
+
+
+def test_score_is_minus_the_growth_of_the_measure_then_node_fullness():
+    state = build({"gap": (node("gap"), [(0, 810, 0)]), "idle": (node("idle"), [])})
+    strategy = learned(simple_request(190), WHOLE, WHOLE)
+    raw, scores = raw_and_scores(state, simple_request(190), strategy)
+    shapes = strategy.mix.shapes()
+    names = ["gap", "idle"]
+    before = fragmentation(state.view(state.rows(names)), shapes)
+    # on "gap" the 190 fills GPU 0 exactly: the 0.19 that the whole-GPU pods could not use is gone
+    state.add_usage("gap", {0: 190}, {}, False)
+    after = fragmentation(state.view(state.rows(["gap"])), shapes)[0]
+    assert raw["gap"] == pytest.approx(-(after - before[0]), abs=1e-6)
+    assert scores == {"gap": 10, "idle": 0}
+
+
+def test_single_gpu_pods_take_the_gpu_that_grows_the_measure_least():
+    state = build({"n": (node("n", gpus=3), [(0, 500, 0), (1, 810, 0)])})
+    strategy = learned(simple_request(190), WHOLE, simple_request(500))
+    result = evaluate(state.view(state.rows(["n"])), simple_request(190), strategy)
+    assert result.gpus.tolist() == [[1]]  # the 0.19 gap, not the 0.5 a 500 could still use
+
+
+def test_equal_growth_goes_to_the_fuller_node():
+    state = build({"a": (node("a", gpus=4), [(0, 1000, 0)]), "b": (node("b", gpus=4), []),
+                   "c": (node("c", gpus=4), [(0, 1000, 0), (1, 1000, 0)])})
+    raw, scores = raw_and_scores(state, WHOLE, learned(WHOLE))
+    assert raw["c"] > raw["a"] > raw["b"] and raw["c"] - raw["b"] < 1e-7
+    assert scores["c"] == 10
+
+
+def test_cpu_hungry_pods_keep_away_from_nodes_whose_gpus_they_would_strand():
+    # "tight" would keep 4 cores for its idle GPU, which every learned shape needs 8 of.
+    state = build({"tight": (node("tight", cpu=16_000), []), "roomy": (node("roomy", cpu=64_000), [])})
+    strategy = learned(simple_request(1000, whole_device=True, cpu=8_000), host_request(12_000))
+    raw, _ = raw_and_scores(state, host_request(12_000), strategy)
+    assert raw["roomy"] > raw["tight"]
+
+
+def test_multi_gpu_pods_use_the_placement_label_choice():
+    state = build({"n": (node("n", gpus=4), [(2, 300, 0)])})
+    two = simple_request(2000, gpu_count=2, whole_device=True)
+    result = evaluate(state.view(state.rows(["n"])), two, learned(two))
+    assert result.gpus.tolist() == [[0, 1]]
+
+
+def test_before_any_pod_is_seen_the_pod_itself_is_the_mix():
+    state = build({"a": (node("a"), [(0, 500, 0)]), "b": (node("b"), [])})
+    fresh = make_strategy("fragmentation")
+    raw, _ = raw_and_scores(state, simple_request(500), fresh)
+    assert raw == raw_and_scores(state, simple_request(500), learned(simple_request(500)))[0]
+    assert fresh.mix.shapes() is None  # scoring does not learn
+
+
+def test_same_decisions_with_or_without_the_per_node_cache():
+    usage = [(0, 300, 0), (1, 810, 0)]
+    state = build({f"n{i}": (node(f"n{i}", gpus=3), usage[: i % 3]) for i in range(6)})
+    mix = [simple_request(190), WHOLE, simple_request(300), host_request(4_000)]
+    view = state.view(state.rows([f"n{i}" for i in range(6)]))
+    a, b = learned(*mix), learned(*mix)
+    for _ in range(2):  # the second pass answers from the cache
+        first, second = evaluate(view, simple_request(300), a), evaluate(view, simple_request(300), b)
+        assert np.array_equal(first.raw, second.raw) and np.array_equal(first.gpus, second.gpus)
