@@ -74,11 +74,12 @@ def run_jobs(jobs: list, workers: int, log=print) -> list:
     return done
 
 
-def standard_configs(traces=TRACES, policies=POLICIES, mappings=tuple(MAPPINGS), kube_traces=("default",)) -> list:
+def standard_configs(traces=TRACES, policies=POLICIES, mappings=tuple(MAPPINGS), kube_traces=("default",),
+                     kube_mappings=("milli",)) -> list:
     configs = [{"trace": t, "mapping": m, "setting": "paper", "policy": p}
                for t in traces for m in mappings for p in policies]
     configs += [{"trace": t, "mapping": m, "setting": "kube", "policy": p}
-                for t in kube_traces if t in traces for m in mappings for p in policies]
+                for t in kube_traces if t in traces for m in kube_mappings for p in policies]
     return configs
 
 
@@ -98,11 +99,13 @@ def main(argv=None) -> int:
     parser.add_argument("--mappings", nargs="+", default=list(MAPPINGS), choices=list(MAPPINGS))
     parser.add_argument("--kube-traces", nargs="*", default=["default"], choices=TRACES,
                         help="traces also run in the kube setting (default: default)")
+    parser.add_argument("--kube-mappings", nargs="*", default=["milli"], choices=list(MAPPINGS),
+                        help="mappings run in the kube setting (default: milli)")
     parser.add_argument("--ablations", action="store_true", help="also run the fragmentation ablations")
     parser.add_argument("--seeds", type=int, default=len(protocol.SEEDS))
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    configs = standard_configs(args.traces, args.policies, args.mappings, args.kube_traces)
+    configs = standard_configs(args.traces, args.policies, args.mappings, args.kube_traces, args.kube_mappings)
     if args.ablations:
         configs += ablation_configs()
     seeds = range(protocol.SEEDS[0], protocol.SEEDS[0] + args.seeds)
