@@ -94,10 +94,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.matrix", description=__doc__.splitlines()[0])
     parser.add_argument("--trace-dir", default=DEFAULT_DIR)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out"))
-    parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=TRACES)
+    parser.add_argument("--traces", nargs="+", default=list(TRACES),
+                        help="pod lists openb_pod_list_<name>.csv in --trace-dir (default: the five shared ones)")
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=sorted(STRATEGIES))
     parser.add_argument("--mappings", nargs="+", default=list(MAPPINGS), choices=list(MAPPINGS))
-    parser.add_argument("--kube-traces", nargs="*", default=["default"], choices=TRACES,
+    parser.add_argument("--kube-traces", nargs="*", default=["default"],
                         help="traces also run in the kube setting (default: default)")
     parser.add_argument("--kube-mappings", nargs="*", default=["milli"], choices=list(MAPPINGS),
                         help="mappings run in the kube setting (default: milli)")

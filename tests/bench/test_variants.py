@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+
+import synthetic
+from benchmarks.trace import read_pods
+from benchmarks.variants import kind_mask, reweigh
+
+
+@pytest.fixture(scope="module")
+def pods(tmp_path_factory):
+    return read_pods(synthetic.write(str(tmp_path_factory.mktemp("v")))[1])
+
+
+@pytest.mark.parametrize("kind,fraction", [("share", 0.6), ("share", 0.1), ("multi", 0.5), ("cpu", 0.4)])
+def test_the_kind_reaches_its_fraction(pods, kind, fraction):
+    out = reweigh(pods, kind, fraction, seed=1)
+    mine = kind_mask(out, kind)
+    size = np.ones(len(out)) if kind == "cpu" else out.demand
+    share = size[mine].sum() / size.sum()
+    largest = size[mine].max() / size.sum()
+    assert abs(share - fraction) <= largest + 1e-9
+    assert (kind_mask(out, kind) == mine).all() and len(out) > 0
+
+
+def test_other_pods_are_kept_and_the_draws_are_seeded(pods):
+    a, b = reweigh(pods, "share", 0.6, seed=3), reweigh(pods, "share", 0.6, seed=3)
+    assert a.name == b.name
+    others = [n for n, m in zip(pods.name, kind_mask(pods, "share")) if not m]
+    assert sorted(n for n, m in zip(a.name, kind_mask(a, "share")) if not m) == sorted(others)
+
+
+def test_bad_arguments(pods):
+    with pytest.raises(ValueError):
+        reweigh(pods, "share", 1.0)
+    with pytest.raises(ValueError):
+        kind_mask(pods, "gpu")
