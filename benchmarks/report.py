@@ -26,6 +26,8 @@ PUBLISHED = {
     "BestFit": dict(default=7.14, cpu050=6.44, gpushare40=8.56, multigpu20=6.27, gpuspec10=6.90),
     "FGD": dict(default=4.77, cpu050=5.00, gpushare40=6.04, multigpu20=4.47, gpuspec10=5.34),
 }
+COLORS = {"random": "tab:blue", "spread": "tab:orange", "ack": "tab:olive", "binpack": "tab:green",
+          "bestfit": "tab:purple", "fragmentation": "black"}
 SHAPES = ("1x1000", "1x810", "1x650", "1x470", "1x460", "1x320", "1x230", "2x1000", "4x1000", "8x1000")
 
 
@@ -75,7 +77,6 @@ def timing(summary: list, trace="default", labels=POLICIES) -> str:
 
 
 def ablations(summary: list) -> str:
-    index = _index(summary)
     lines = ["| variant | default, milli, paper |", "|---|---|"]
     for s in summary:
         if s["label"].startswith("fragmentation") and (s["trace"], s["mapping"], s["setting"]) == (
@@ -120,8 +121,9 @@ def plot(summary: list, path: str, trace: str = "default") -> None:
             if not s:
                 continue
             points = [(x, y) for x, y in enumerate(s["curve"]) if y is not None]
-            ax.plot([p[0] for p in points], [p[1] for p in points], label=label,
-                    linewidth=2.2 if label == "fragmentation" else 1.2)
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=label, color=COLORS.get(label),
+                    linewidth=2.2 if label == "fragmentation" else 1.2,
+                    linestyle="--" if label == "ack" else "-")
         ax.plot([0, 100], [100, 0], color="grey", linewidth=0.6, linestyle=":")
         ax.set_xlim(60, 130)
         ax.set_ylim(0, 40)

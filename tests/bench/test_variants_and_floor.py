@@ -34,3 +34,11 @@ def test_bad_arguments(pods):
         reweigh(pods, "share", 1.0)
     with pytest.raises(ValueError):
         kind_mask(pods, "gpu")
+
+
+def test_best_fit_decreasing_waste_hand_cases():
+    from benchmarks.floor import best_fit_decreasing_waste
+    assert best_fit_decreasing_waste([810, 190]) == 0
+    assert best_fit_decreasing_waste([470, 470, 810]) == 60 + 190
+    assert best_fit_decreasing_waste([300, 700, 650, 350, 100]) == 0 + 0 + 900
+    assert best_fit_decreasing_waste([]) == 0
