@@ -38,7 +38,7 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     """The extender service for ``config``, its cluster started."""
     strategy = make_strategy(config.scoring, seed=config.seed)
     ledger = Ledger(ClusterState(), strategy)
-    cluster = cluster if cluster is not None else make_cluster(config.cluster_file)
+    cluster = cluster if cluster is not None else make_cluster(config)
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size)
     cluster.start(ledger)
     get_logger().info("extender started", extra=fields(

@@ -19,14 +19,24 @@ from __future__ import annotations
 class ClusterError(Exception):
     """The cluster refused or failed an operation (patch, binding)."""
 
+    status: int | None = None  # the API server's HTTP status, when it answered
 
-def make_cluster(cluster_file: str | None = None):
-    """The embedded backend on ``cluster_file``, or on the built-in demo."""
-    from extender.clusterfile import load
+
+def make_cluster(config):
+    """The backend ``config`` asks for: its cluster file, the Kubernetes API, or the demo."""
+    if config.cluster_file:
+        from extender.clusterfile import load
+        from extender.embedded import EmbeddedCluster
+
+        objects, _skipped = load(config.cluster_file)
+        return EmbeddedCluster(objects, source=config.cluster_file)
+    if config.kubernetes:
+        from extender.kube import connect
+        from extender.kube.backend import KubernetesCluster
+
+        return KubernetesCluster.from_configuration(connect.load(config.kubeconfig),
+                                                    source=connect.available(config.kubeconfig) or "kubernetes")
     from extender.demo import demo_objects
     from extender.embedded import EmbeddedCluster
 
-    if cluster_file:
-        objects, _skipped = load(cluster_file)
-        return EmbeddedCluster(objects, source=cluster_file)
     return EmbeddedCluster(demo_objects(), source="demo")
