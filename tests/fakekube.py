@@ -84,7 +84,7 @@ class FakeKube:
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> "FakeKube":
         handler = type("Handler", (_Handler,), {"kube": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = _Server(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
@@ -279,6 +279,11 @@ class FakeKube:
             with self.cond:
                 self.watches_open -= 1
                 self.cond.notify_all()
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # clients hanging up (the point of several tests) are not errors worth printing
 
 
 _COLLECTION = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<kind>nodes|pods|configmaps)$")

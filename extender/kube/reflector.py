@@ -167,6 +167,8 @@ class Reflector:
         self._response = response
         delivered = False
         try:
+            if self._stop.is_set():  # stop() ran while the request was being made
+                return False
             for line in iter_lines(response):
                 if self._stop.is_set():
                     break

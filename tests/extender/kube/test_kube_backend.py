@@ -6,29 +6,8 @@ from builders import node, pod
 from extender import annotations as A
 from extender.ledger import PodRef
 from fakekube import wait_until
+from kubesteps import bind, create_pending, filter_, used
 from policy.request import parse_pod_request
-
-
-def filter_(extender, p, names):
-    return extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": names}))
-
-
-def bind(extender, p, node_name):
-    meta = p["metadata"]
-    return extender.bind(orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"],
-                                       "PodUID": meta["uid"], "Node": node_name}))["Error"]
-
-
-def used(extender, node_name):
-    """(memory, compute) used per GPU of a node, as lists."""
-    names, view = extender.ledger.state.view_all()
-    i = names.index(node_name)
-    n = int(view.gpu_count[i])
-    return view.mem_used[i, :n].tolist(), view.core_used[i, :n].tolist()
-
-
-def create_pending(kube, name, **kwargs):
-    return kube.create("pods", pod(name, **kwargs))
 
 
 def test_syncs_then_binds_with_annotations_on_the_api_pod(kube, started):

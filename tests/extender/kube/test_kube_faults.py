@@ -1,0 +1,107 @@
+"""Fault cases of the Kubernetes backend, each against the fake API server over HTTP."""
+
+from builders import node, pod
+from extender import annotations as A
+from extender.service import NOT_SYNCED
+from fakekube import FakeKube, free_port, wait_until
+from kubesteps import bind, create_pending, filter_, used
+
+
+def test_watch_cut_mid_stream_resumes_without_losing_events(kube, started):
+    kube.create("nodes", node("gpu-a", "cgpu", gpus=2, gib=15))
+    keep = create_pending(kube, "keep", mem=4)
+    extender = started(kube)
+    wait_until(extender.ready, what="first sync")
+    assert bind(extender, keep, "gpu-a") == ""
+    kube.wait_watches(3)
+    lists_before = extender.cluster.status()["pods"]["lists"]
+    kube.cut_watches()  # every stream ends inside an event
+    # changes made while the extender reconnects
+    kube.create("pods", pod("other", mem=3, node_name="gpu-a") | {"metadata": {
+        "name": "other", "namespace": "default", "uid": "uid-other",
+        "annotations": {A.V2_ALLOCATION: '{"0":{"1":3}}'}}})
+    kube.delete("pods", "keep")
+    wait_until(lambda: [a.pod.name for a in extender.ledger.allocations()] == ["other"], what="resumed watch")
+    assert used(extender, "gpu-a")[0] == [0, 3]
+    status = extender.cluster.status()["pods"]
+    assert status["errors"] >= 1 and status["lists"] == lists_before  # resumed from its resourceVersion
+    assert extender.ready()
+
+
+def test_410_gone_on_watch_lists_again_and_applies_what_was_missed(kube, started):
+    kube.create("nodes", node("gpu-a", "cgpu", gpus=2, gib=15))
+    a = create_pending(kube, "a", mem=4)
+    extender = started(kube)
+    wait_until(extender.ready, what="first sync")
+    assert bind(extender, a, "gpu-a") == ""
+    wait_until(lambda: extender.ledger.allocation(a["metadata"]["uid"]).confirmed, what="confirmation")
+    kube.wait_watches(3)
+    with kube.cond:  # atomically: cut the streams, change things, forget the history
+        kube.cut_watches()
+        kube.delete("pods", "a")
+        kube.create("pods", pod("b", mem=6, node_name="gpu-a") | {"metadata": {
+            "name": "b", "namespace": "default", "uid": "uid-b",
+            "annotations": {A.V2_ALLOCATION: '{"0":{"0":6}}'}}})
+        kube.delete("nodes", "gpu-a")
+        kube.create("nodes", node("gpu-a", "cgpu", gpus=4, gib=15))
+        kube.compact()
+    wait_until(lambda: extender.cluster.status()["pods"]["gone"] >= 1, what="410 seen")
+    wait_until(lambda: [x.pod.name for x in extender.ledger.allocations()] == ["b"] and
+               extender.ledger.state.specs["gpu-a"].gpu_count == 4, what="relist applied")
+    assert used(extender, "gpu-a")[0] == [6, 0, 0, 0]
+    assert extender.cluster.status()["pods"]["lists"] >= 2 and extender.ready()
+
+
+def test_binding_500_after_a_successful_patch_undoes_allocation_and_annotations(kube, started):
+    kube.create("nodes", node("gpu-a", "core_mem", gpus=1, gib=15))
+    p = create_pending(kube, "p", mem=8, core=50)
+    extender = started(kube)
+    wait_until(extender.ready, what="first sync")
+    assert filter_(extender, p, ["gpu-a"])["NodeNames"] == ["gpu-a"]
+    kube.fail_bindings.append(500)
+    error = bind(extender, p, "gpu-a")
+    assert "500" in error and "etcdserver" in error
+    patches = [r for r in kube.requests if r[0] == "PATCH"]
+    assert len(patches) == 2  # the annotations went on, then came off
+    on_api = kube.get("pods", "p")
+    assert "annotations" not in on_api["metadata"] and "nodeName" not in on_api["spec"]
+    assert extender.ledger.allocations() == [] and used(extender, "gpu-a") == ([0], [0])
+    # the scheduler retries: the GPU is still there to take
+    assert bind(extender, p, "gpu-a") == ""
+    assert kube.get("pods", "p")["metadata"]["annotations"][A.V2_ALLOCATION] == '{"0":{"0":8}}'
+
+
+def test_api_unreachable_at_start_then_ready_once_it_is_up(started):
+    kube = FakeKube(port=free_port())  # nothing listens on the port yet
+    extender = started(kube)
+    p = pod("early", mem=2, core=30)
+    try:
+        wait_until(lambda: extender.cluster.status()["nodes"]["errors"] >= 2, what="failed attempts")
+        assert not extender.ready()
+        reply = filter_(extender, p, ["gpu-a"])
+        assert reply["Error"] == NOT_SYNCED and reply["NodeNames"] == []
+        assert bind(extender, p, "gpu-a") == NOT_SYNCED
+        kube.start()
+        kube.create("nodes", node("gpu-a", "core_mem", gpus=1, gib=15))
+        kube.create("pods", p)
+        wait_until(extender.ready, what="sync after the API came up")
+        assert filter_(extender, p, ["gpu-a"]) == {"Nodes": None, "NodeNames": ["gpu-a"], "FailedNodes": {},
+                                                   "FailedAndUnresolvableNodes": {}, "Error": ""}
+    finally:
+        kube.stop()
+
+
+def test_readyz_is_503_until_synced_then_200(started):
+    from extender.app import create_app
+    from extender.config import Config
+
+    kube = FakeKube(port=free_port())
+    extender = started(kube)
+    client = create_app(Config(), extender=extender).test_client()
+    try:
+        assert client.get("/cgpu-scheduler/readyz").status_code == 503
+        kube.start()
+        wait_until(extender.ready, what="sync")
+        assert client.get("/cgpu-scheduler/readyz").status_code == 200
+    finally:
+        kube.stop()
