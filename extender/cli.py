@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from extender.commands import serve
+from extender.commands import inspect, serve
 
-COMMANDS = (serve,)
+COMMANDS = (serve, inspect)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from extender import annotations as A
+from extender.logs import fields, get_logger
 from policy.allocation import per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
@@ -252,6 +253,9 @@ class Ledger:
             if request is not None and ref.uid not in self._unaccounted:
                 self.counters.unaccounted_seen += 1
                 self._unaccounted[ref.uid] = Unaccounted(ref, node, request.memory, request.core)
+                get_logger().warning("unaccounted GPU use", extra=fields(
+                    pod=str(ref), uid=ref.uid, node=node, memory=request.memory, core=request.core,
+                    reason=self._unaccounted[ref.uid].reason))
             return
         self._unaccounted.pop(ref.uid, None)
         annotations = {k: v for k, v in ((pod.get("metadata") or {}).get("annotations") or {}).items()
@@ -313,6 +317,7 @@ class Ledger:
                 totals["coreTotal"] += core["total"]
             nodes.append({
                 "name": name,
+                "address": _internal_ip(self._nodes.get(name)),
                 "schedule": spec.schedule_label,
                 "sharing": MODE_NAMES[spec.mode],
                 "placement": PLACEMENT_NAMES[spec.placement],
@@ -341,6 +346,11 @@ class Ledger:
             "unaccountedOnUnknownNodes": [_unaccounted_json(u) for items in unaccounted_by_node.values()
                                           for u in items],
         }
+
+
+def _internal_ip(node: dict | None) -> str | None:
+    addresses = ((node or {}).get("status") or {}).get("addresses") or []
+    return next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
 
 
 def _unaccounted_json(item: Unaccounted) -> dict:
