@@ -4,6 +4,7 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize, bind      the kube-scheduler extender verbs
     GET  inspect                       every node and GPU, used/total, pods
+    GET  metrics                       counters and gauges, Prometheus text format
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
@@ -18,7 +19,7 @@ import time
 from flask import Blueprint, Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from extender import wire
+from extender import metrics, wire
 from extender.cluster import make_cluster
 from extender.config import Config
 from extender.ledger import Ledger
@@ -72,6 +73,10 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     @routes.get("/inspect")
     def inspect():
         return _json(extender.inspect())
+
+    @routes.get("/metrics")
+    def metrics_():
+        return Response(metrics.render(extender), mimetype=None, content_type=metrics.CONTENT_TYPE)
 
     @routes.get("/healthz")
     def healthz():

@@ -136,3 +136,27 @@ def test_unaccounted_pods_are_reported_and_counted(kube, started):
     assert report["summary"]["unaccountedPods"] == 1
     assert report["nodes"][0]["unaccounted"][0]["name"] == "rogue"
     assert extender.ledger.counters.unaccounted_seen == 1
+
+
+def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):
+    from extender.app import create_app
+    from extender.config import Config
+
+    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
+    kube.create("pods", pod("rogue", mem=7, node_name="gpu-a"))
+    p = create_pending(kube, "p1", mem=4)
+    extender = started(kube)
+    wait_until(extender.ready, what="first sync")
+    assert bind(extender, p, "gpu-a") == ""
+    kube.wait_watches(3)
+    kube.cut_watches()
+    wait_until(lambda: extender.cluster.status()["nodes"]["errors"] >= 1, what="a failed watch")
+    reply = create_app(Config(), extender=extender).test_client().get("/cgpu-scheduler/metrics")
+    assert reply.status_code == 200 and reply.content_type.startswith("text/plain; version=0.0.4")
+    samples = dict(line.rsplit(" ", 1) for line in reply.get_data(as_text=True).splitlines()
+                   if not line.startswith("#"))
+    assert samples["cgpu_ready"] == "1" and samples["cgpu_binds_reserved_total"] == "1"
+    assert samples["cgpu_unaccounted_pods"] == "1" and samples["cgpu_unaccounted_pods_seen_total"] == "1"
+    assert samples["cgpu_gpu_memory_allocated_gib"] == "4" and samples["cgpu_gpu_memory_total_gib"] == "15"
+    assert int(samples['cgpu_watch_errors_total{resource="nodes"}']) >= 1
+    assert samples['cgpu_watch_lists_total{resource="pods"}'] == "1"
