@@ -77,6 +77,7 @@ class FakeKube:
         self.cut_generation = 0
         self.fail_bindings: list[int] = []  # statuses for the next bindings, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
+        self.events: list[dict] = []  # Events created through the API
         self.watches_open = 0
         self._server = None
         self._thread = None
@@ -287,6 +288,7 @@ class _Server(ThreadingHTTPServer):
 
 
 _COLLECTION = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<kind>nodes|pods|configmaps)$")
+_EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<binding>/binding)?$")
 
 
@@ -326,6 +328,10 @@ class _Handler(BaseHTTPRequestHandler):
             if pod and method == "PATCH" and not pod["binding"]:
                 content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
                 return self._reply(200, self.kube.api_patch(pod["ns"], pod["name"], content_type, self._body()))
+            if method == "POST" and _EVENTS.match(url.path):
+                event = self._body()
+                self.kube.events.append(event)
+                return self._reply(201, event)
             if pod and method == "POST" and pod["binding"]:
                 return self._reply(201, self.kube.api_bind(pod["ns"], pod["name"], self._body()))
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({method} {url.path})")

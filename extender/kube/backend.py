@@ -12,6 +12,9 @@
 * after every pod list, an allocation the ledger held before the list was
   issued whose pod is not in the list is released (its pod is gone: a
   deletion the watch missed, or a bind whose pod vanished);
+* a pod that becomes *unaccounted* (bound, requests shared GPU, carries no
+  allocation) gets a Warning event ``UnaccountedGPUShare``, sent from a
+  thread of its own so the watch never waits on it;
 * ``bind`` patches the allocation annotations on the pod (only if it still
   has the UID the scheduler named), then creates the Binding (which also
   carries them). A Binding refused because the pod is already on that node
@@ -23,6 +26,10 @@
 from __future__ import annotations
 
 import functools
+import os
+import queue
+import threading
+import time
 
 import orjson
 
@@ -69,6 +76,8 @@ class KubernetesCluster:
         self.request_timeout = request_timeout
         self.reflectors: list[Reflector] = []
         self._pods: Reflector | None = None
+        self._events: queue.Queue = queue.Queue(maxsize=1000)
+        self._events_thread: threading.Thread | None = None
         self.log = get_logger()
 
     @classmethod
@@ -82,7 +91,8 @@ class KubernetesCluster:
         common = dict(backoff=self.backoff, watch_timeout=self.watch_timeout, transform=_trim)
         nodes = Reflector("nodes", self.api.list_node, _name, ledger.observe_node,
                           lambda name, _obj: ledger.forget_node(name), **common)
-        self._pods = Reflector("pods", self.api.list_pod_for_all_namespaces, _uid, ledger.observe_pod,
+        self._pods = Reflector("pods", self.api.list_pod_for_all_namespaces, _uid,
+                               functools.partial(self._observe_pod, ledger),
                                lambda uid, _obj: ledger.forget_pod(uid),
                                before_list=lambda: [a.pod.uid for a in ledger.allocations()], **common)
         configmaps = Reflector("configmaps", functools.partial(self.api.list_namespaced_config_map, self.namespace),
@@ -91,6 +101,8 @@ class KubernetesCluster:
         self.reflectors = [nodes, self._pods, configmaps]
         for reflector in self.reflectors:
             reflector.start()
+        self._events_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
+        self._events_thread.start()
 
     def ready(self) -> bool:
         return bool(self.reflectors) and all(r.synced.is_set() for r in self.reflectors)
@@ -98,6 +110,42 @@ class KubernetesCluster:
     def stop(self) -> None:
         for reflector in self.reflectors:
             reflector.stop()
+        if self._events_thread is not None:
+            self._events.put(None)
+            self._events_thread.join(5)
+
+    # -- unaccounted pods: Warning events -----------------------------------------------
+    def _observe_pod(self, ledger, pod: dict) -> None:
+        seen = ledger.counters.unaccounted_seen
+        ledger.observe_pod(pod)
+        if ledger.counters.unaccounted_seen > seen:
+            try:
+                self._events.put_nowait(pod)
+            except queue.Full:
+                pass  # the log line and the counter still tell
+
+    def _send_events(self) -> None:
+        while (pod := self._events.get()) is not None:
+            meta = pod.get("metadata") or {}
+            namespace = meta.get("namespace") or "default"
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            event = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
+                                   "namespace": namespace, "uid": meta.get("uid")},
+                "type": "Warning", "reason": "UnaccountedGPUShare",
+                "message": (f"pod is bound to node {(pod.get('spec') or {}).get('nodeName')} and requests shared "
+                            "GPU but carries no GPU allocation annotation: its GPU use is not counted"),
+                "source": {"component": "cgpu-extender"}, "reportingComponent": "cgpu-extender",
+                "reportingInstance": os.environ.get("HOSTNAME", "cgpu-extender"),
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            }
+            try:
+                self._call(self.api.create_namespaced_event, namespace, event)
+            except ClusterError as exc:
+                self.log.warning("could not record an event", extra=fields(pod=f"{namespace}/{meta.get('name')}",
+                                                                           error=str(exc)))
 
     def status(self) -> dict:
         """Per watched resource: synced, resourceVersion, list/watch/event/error counts."""

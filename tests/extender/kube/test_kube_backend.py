@@ -136,6 +136,9 @@ def test_unaccounted_pods_are_reported_and_counted(kube, started):
     assert report["summary"]["unaccountedPods"] == 1
     assert report["nodes"][0]["unaccounted"][0]["name"] == "rogue"
     assert extender.ledger.counters.unaccounted_seen == 1
+    event = wait_until(lambda: kube.events, what="a Warning event")[0]
+    assert (event["type"], event["reason"]) == ("Warning", "UnaccountedGPUShare")
+    assert event["involvedObject"]["name"] == "rogue" and "gpu-a" in event["message"]
 
 
 def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):

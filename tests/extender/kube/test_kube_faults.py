@@ -105,3 +105,30 @@ def test_readyz_is_503_until_synced_then_200(started):
         assert client.get("/cgpu-scheduler/readyz").status_code == 200
     finally:
         kube.stop()
+
+
+def test_reservations_whose_pods_vanish_are_released_by_watch_or_relist(kube, started):
+    from extender.ledger import PodRef
+    from policy.request import parse_pod_request
+
+    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
+    in_flight = create_pending(kube, "in-flight", mem=4)
+    survivor = create_pending(kube, "survivor", mem=3)
+    extender = started(kube)
+    wait_until(extender.ready, what="first sync")
+    ledger = extender.ledger
+    # a bind reserved the GPU, then the pod was deleted before it was ever bound
+    ledger.reserve(PodRef.of(in_flight), parse_pod_request(in_flight), "gpu-a", 1)
+    kube.delete("pods", "in-flight")
+    wait_until(lambda: ledger.allocation("uid-in-flight") is None, what="DELETED releases the reservation")
+    # a reservation whose pod the API never had (its deletion was missed) and one whose pod exists
+    ghost = pod("ghost", mem=5)
+    ledger.reserve(PodRef.of(ghost), parse_pod_request(ghost), "gpu-a", 1)
+    ledger.reserve(PodRef.of(survivor), parse_pod_request(survivor), "gpu-a", 1)
+    assert used(extender, "gpu-a")[0] == [8]
+    with kube.cond:
+        kube.cut_watches()
+        kube.create("nodes", node("gpu-b", "cgpu", gpus=1, gib=15))
+        kube.compact()
+    wait_until(lambda: ledger.allocation("uid-ghost") is None, what="the relist releases the ghost")
+    assert [a.pod.name for a in ledger.allocations()] == ["survivor"] and used(extender, "gpu-a")[0] == [3]
