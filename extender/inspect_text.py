@@ -141,8 +141,8 @@ def _details(nodes: list) -> list:
         footer = [["Allocated :", f"{used} ({_percent(used, n['memory']['total'])}%)"],
                   ["Total :", str(n["memory"]["total"])]]
         if core:
-            footer += [["Allocated Core :", f"{n['core']['used']} ({_percent(n['core']['used'], n['core']['total'])}%)"],
-                       ["Total Core :", str(n["core"]["total"])]]
+            units, capacity = n["core"]["used"], n["core"]["total"]
+            footer += [["Allocated Core :", f"{units} ({_percent(units, capacity)}%)"], ["Total Core :", str(capacity)]]
         body = _align(table)
         lines += ["", *_align([["NAME:", n["name"]], ["IPADDRESS:", n.get("address") or "unknown"]]), "",
                   *body, *_align(footer), "-" * (max(map(len, body)) + 4)]

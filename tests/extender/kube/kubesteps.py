@@ -25,3 +25,15 @@ def used(extender, node_name):
 
 def create_pending(kube, name, **kwargs):
     return kube.create("pods", pod(name, **kwargs))
+
+
+def synced(started, kube, nodes, pods=()):
+    """Put ``nodes`` and ``pods`` on the API, start an extender on it, wait for its first sync."""
+    from fakekube import wait_until
+
+    for n in nodes:
+        kube.create("nodes", n)
+    created = [kube.create("pods", p) for p in pods]
+    extender = started(kube)
+    wait_until(extender.ready, what="first sync")
+    return extender, created

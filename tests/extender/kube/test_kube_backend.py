@@ -6,15 +6,13 @@ from builders import node, pod
 from extender import annotations as A
 from extender.ledger import PodRef
 from fakekube import wait_until
-from kubesteps import bind, create_pending, filter_, used
+from kubesteps import bind, create_pending, filter_, synced, used
 from policy.request import parse_pod_request
 
 
 def test_syncs_then_binds_with_annotations_on_the_api_pod(kube, started):
-    kube.create("nodes", node("gpu-a", "core_mem", gpus=2, gib=15))
-    p = create_pending(kube, "cuda-sample", mem=2, core=30)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (p,) = synced(started, kube, [node("gpu-a", "core_mem", gpus=2, gib=15)],
+                            [pod("cuda-sample", mem=2, core=30)])
     assert filter_(extender, p, ["gpu-a"])["NodeNames"] == ["gpu-a"]
     assert bind(extender, p, "gpu-a") == ""
     on_api = kube.get("pods", "cuda-sample")
@@ -31,10 +29,7 @@ def test_syncs_then_binds_with_annotations_on_the_api_pod(kube, started):
 
 
 def test_bind_is_idempotent_and_reads_the_pod_from_the_api_when_filter_did_not_see_it(kube, started):
-    kube.create("nodes", node("gpu-a", "core_mem", gpus=2, gib=15))
-    p = create_pending(kube, "p1", mem=4, core=20)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (p,) = synced(started, kube, [node("gpu-a", "core_mem", gpus=2, gib=15)], [pod("p1", mem=4, core=20)])
     assert bind(extender, p, "gpu-a") == ""  # no filter before: the pod comes from the watch cache
     assert bind(extender, p, "gpu-a") == ""  # the scheduler retried: the pod is already there
     assert len([r for r in kube.requests if r[1].endswith("/binding")]) == 1
@@ -44,10 +39,7 @@ def test_bind_is_idempotent_and_reads_the_pod_from_the_api_when_filter_did_not_s
 
 
 def test_a_binding_refused_because_the_pod_is_already_there_is_success(kube, started):
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
-    p = create_pending(kube, "p1", mem=4)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)], [pod("p1", mem=4)])
     cluster = extender.cluster
     allocation, _ = extender.ledger.reserve(PodRef.of(p), parse_pod_request(p), "gpu-a", 1)
     cluster.bind(p, "gpu-a", allocation.annotations)
@@ -72,10 +64,7 @@ def test_deleted_and_finished_pods_free_their_gpus(kube, started):
 
 
 def test_a_pod_deleted_between_filter_and_bind_leaks_nothing(kube, started):
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
-    p = create_pending(kube, "gone", mem=5)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)], [pod("gone", mem=5)])
     assert filter_(extender, p, ["gpu-a"])["NodeNames"] == ["gpu-a"]
     kube.delete("pods", "gone")
     error = bind(extender, p, "gpu-a")
@@ -84,10 +73,7 @@ def test_a_pod_deleted_between_filter_and_bind_leaks_nothing(kube, started):
 
 
 def test_a_pod_replaced_under_the_same_name_is_not_patched(kube, started):
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
-    old = create_pending(kube, "web-0", mem=5)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (old,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)], [pod("web-0", mem=5)])
     assert filter_(extender, old, ["gpu-a"])["NodeNames"] == ["gpu-a"]
     kube.delete("pods", "web-0")
     new = create_pending(kube, "web-0", mem=5, uid="uid-web-0-again")  # a StatefulSet recreated it
@@ -99,11 +85,8 @@ def test_a_pod_replaced_under_the_same_name_is_not_patched(kube, started):
 
 
 def test_node_changes_rebuild_rows_and_keep_counting_pods(kube, started):
-    kube.create("nodes", node("gpu-a", "core_mem", gpus=2, gib=15))
-    kube.create("nodes", node("gpu-b", "core_mem", gpus=1, gib=15))
-    p = create_pending(kube, "p1", mem=6, core=50)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    nodes = [node("gpu-a", "core_mem", gpus=2, gib=15), node("gpu-b", "core_mem", gpus=1, gib=15)]
+    extender, (p,) = synced(started, kube, nodes, [pod("p1", mem=6, core=50)])
     assert bind(extender, p, "gpu-a") == ""
     # allocatable grows (a GPU is added): the row is rebuilt, the pod still counted
     kube.update("nodes", node("gpu-a", "core_mem", gpus=4, gib=15))
@@ -128,10 +111,8 @@ def test_node_changes_rebuild_rows_and_keep_counting_pods(kube, started):
 
 
 def test_unaccounted_pods_are_reported_and_counted(kube, started):
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
-    kube.create("pods", pod("rogue", mem=7, node_name="gpu-a"))  # bound by someone else, no annotations
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    rogue = pod("rogue", mem=7, node_name="gpu-a")  # bound by someone else, no annotations
+    extender, _ = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)], [rogue])
     report = extender.inspect()
     assert report["summary"]["unaccountedPods"] == 1
     assert report["nodes"][0]["unaccounted"][0]["name"] == "rogue"
@@ -145,11 +126,8 @@ def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):
     from extender.app import create_app
     from extender.config import Config
 
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
-    kube.create("pods", pod("rogue", mem=7, node_name="gpu-a"))
-    p = create_pending(kube, "p1", mem=4)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (_, p) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)],
+                               [pod("rogue", mem=7, node_name="gpu-a"), pod("p1", mem=4)])
     assert bind(extender, p, "gpu-a") == ""
     kube.wait_watches(3)
     kube.cut_watches()

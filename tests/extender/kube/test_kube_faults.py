@@ -4,14 +4,11 @@ from builders import node, pod
 from extender import annotations as A
 from extender.service import NOT_SYNCED
 from fakekube import FakeKube, free_port, wait_until
-from kubesteps import bind, create_pending, filter_, used
+from kubesteps import bind, create_pending, filter_, synced, used
 
 
 def test_watch_cut_mid_stream_resumes_without_losing_events(kube, started):
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=2, gib=15))
-    keep = create_pending(kube, "keep", mem=4)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (keep,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=2, gib=15)], [pod("keep", mem=4)])
     assert bind(extender, keep, "gpu-a") == ""
     kube.wait_watches(3)
     lists_before = extender.cluster.status()["pods"]["lists"]
@@ -29,10 +26,7 @@ def test_watch_cut_mid_stream_resumes_without_losing_events(kube, started):
 
 
 def test_410_gone_on_watch_lists_again_and_applies_what_was_missed(kube, started):
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=2, gib=15))
-    a = create_pending(kube, "a", mem=4)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (a,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=2, gib=15)], [pod("a", mem=4)])
     assert bind(extender, a, "gpu-a") == ""
     wait_until(lambda: extender.ledger.allocation(a["metadata"]["uid"]).confirmed, what="confirmation")
     kube.wait_watches(3)
@@ -53,10 +47,7 @@ def test_410_gone_on_watch_lists_again_and_applies_what_was_missed(kube, started
 
 
 def test_binding_500_after_a_successful_patch_undoes_allocation_and_annotations(kube, started):
-    kube.create("nodes", node("gpu-a", "core_mem", gpus=1, gib=15))
-    p = create_pending(kube, "p", mem=8, core=50)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (p,) = synced(started, kube, [node("gpu-a", "core_mem", gpus=1, gib=15)], [pod("p", mem=8, core=50)])
     assert filter_(extender, p, ["gpu-a"])["NodeNames"] == ["gpu-a"]
     kube.fail_bindings.append(500)
     error = bind(extender, p, "gpu-a")
@@ -111,11 +102,8 @@ def test_reservations_whose_pods_vanish_are_released_by_watch_or_relist(kube, st
     from extender.ledger import PodRef
     from policy.request import parse_pod_request
 
-    kube.create("nodes", node("gpu-a", "cgpu", gpus=1, gib=15))
-    in_flight = create_pending(kube, "in-flight", mem=4)
-    survivor = create_pending(kube, "survivor", mem=3)
-    extender = started(kube)
-    wait_until(extender.ready, what="first sync")
+    extender, (in_flight, survivor) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)],
+                                            [pod("in-flight", mem=4), pod("survivor", mem=3)])
     ledger = extender.ledger
     # a bind reserved the GPU, then the pod was deleted before it was ever bound
     ledger.reserve(PodRef.of(in_flight), parse_pod_request(in_flight), "gpu-a", 1)
