@@ -1,7 +1,5 @@
 """The Kubernetes backend against a Kubernetes API over HTTP: sync, bind, watch, node changes."""
 
-import orjson
-
 from builders import node, pod
 from extender import annotations as A
 from extender.ledger import PodRef

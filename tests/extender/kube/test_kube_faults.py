@@ -4,7 +4,7 @@ from builders import node, pod
 from extender import annotations as A
 from extender.service import NOT_SYNCED
 from fakekube import FakeKube, free_port, wait_until
-from kubesteps import bind, create_pending, filter_, synced, used
+from kubesteps import bind, filter_, synced, used
 
 
 def test_watch_cut_mid_stream_resumes_without_losing_events(kube, started):
