@@ -52,7 +52,8 @@ def render(extender) -> str:
         watched = status()
         for stat, help_text in (("lists", "full lists"), ("watches", "watch requests"), ("events", "watch events"),
                                 ("gone", "410 Gone answers (resourceVersion expired)"),
-                                ("errors", "failed lists or watches (retried with backoff)")):
+                                ("errors", "failed lists or watches (retried with backoff)"),
+                                ("handler_errors", "objects the ledger could not apply (skipped, logged)")):
             _family(lines, f"cgpu_watch_{stat}_total", "counter", f"{help_text}, per watched resource",
                     [({"resource": name}, s[stat]) for name, s in sorted(watched.items())])
     return "\n".join(lines) + "\n"

@@ -14,7 +14,9 @@ A :class:`Reflector` runs in its own thread. Contract:
   (as a status or as an ``ERROR`` event) starts over with a list; any other
   failure (connection refused, stream cut mid-event, 5xx) waits an
   exponential backoff with jitter and retries;
-* callbacks run on this thread, one at a time, in the order of the events.
+* callbacks run on this thread, one at a time, in the order of the events;
+  a callback that raises is logged and counted (``handler_errors``) and the
+  object skipped, so one odd object cannot stall the stream.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Reflector:
         self.store: dict = {}
         self.resource_version: str | None = None
         self.synced = threading.Event()
-        self.stats = {"lists": 0, "watches": 0, "events": 0, "gone": 0, "errors": 0}
+        self.stats = {"lists": 0, "watches": 0, "events": 0, "gone": 0, "errors": 0, "handler_errors": 0}
         self._stop = threading.Event()
         self._response = None
         self._thread: threading.Thread | None = None
@@ -146,9 +148,9 @@ class Reflector:
         items = [self._transform(obj) for obj in body.get("items") or []]
         fresh = {self._key(obj): obj for obj in items}
         for key in (set(self.store) | held) - set(fresh):
-            self._on_delete(key, self.store.get(key))
+            self._handle(self._on_delete, key, self.store.get(key))
         for obj in items:
-            self._on_upsert(obj)
+            self._handle(self._on_upsert, obj)
         self.store = fresh
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion")
         self.stats["lists"] += 1
@@ -179,6 +181,15 @@ class Reflector:
             response.release_conn()
         return delivered
 
+    def _handle(self, callback, *args) -> None:
+        try:
+            callback(*args)
+        except Exception as exc:  # noqa: BLE001 - see module doc
+            self.stats["handler_errors"] += 1
+            obj = args[-1] if isinstance(args[-1], dict) else {}
+            self.log.error("could not apply an object", exc_info=exc, extra=fields(
+                resource=self.name, object=(obj.get("metadata") or {}).get("name")))
+
     def _apply(self, event: dict) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
@@ -191,11 +202,11 @@ class Reflector:
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED"):
             self.store[self._key(obj)] = obj
-            self._on_upsert(obj)
+            self._handle(self._on_upsert, obj)
         elif kind == "DELETED":
             key = self._key(obj)
             self.store.pop(key, None)
-            self._on_delete(key, obj)
+            self._handle(self._on_delete, key, obj)
         elif kind != "BOOKMARK":
             return
         self.stats["events"] += 1

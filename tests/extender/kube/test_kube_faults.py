@@ -120,3 +120,21 @@ def test_reservations_whose_pods_vanish_are_released_by_watch_or_relist(kube, st
         kube.compact()
     wait_until(lambda: ledger.allocation("uid-ghost") is None, what="the relist releases the ghost")
     assert [a.pod.name for a in ledger.allocations()] == ["survivor"] and used(extender, "gpu-a")[0] == [3]
+
+
+def test_an_object_the_ledger_cannot_apply_is_skipped_not_retried_forever(kube, started, monkeypatch):
+    from extender.ledger import Ledger
+
+    real = Ledger.observe_pod
+
+    def picky(self, p):
+        if p["metadata"]["name"] == "odd":
+            raise ValueError("cannot apply this pod")
+        return real(self, p)
+
+    monkeypatch.setattr(Ledger, "observe_pod", picky)
+    extender, _ = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)], [pod("odd", mem=1)])
+    kube.create("pods", pod("fine", mem=2, node_name="gpu-a") | {"metadata": {
+        "name": "fine", "namespace": "default", "uid": "uid-fine", "annotations": {A.V2_ALLOCATION: '{"0":{"0":2}}'}}})
+    wait_until(lambda: extender.ledger.allocation("uid-fine"), what="later events still applied")
+    assert extender.cluster.status()["pods"]["handler_errors"] == 1
