@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "inspect", help="show GPU memory/compute allocated per node and GPU (kubectl inspect cgpu format)",
-        description=__doc__.split("\n\n")[1])
+        description="GPU memory and compute allocated per node and GPU, read from the API server's pod "
+                    "annotations or from a running extender (--endpoint).")
     add_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def kubectl_plugin(argv: list | None = None) -> int:
     """Entry point of ``kubectl-inspect-cgpu`` (kubectl passes ``-d NODE`` through)."""
-    parser = argparse.ArgumentParser(prog="kubectl inspect cgpu", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="kubectl inspect cgpu",
+                                     description="GPU memory and compute allocated per node and GPU.")
     add_arguments(parser)
     return run(parser.parse_args(argv))

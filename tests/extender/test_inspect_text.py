@@ -4,6 +4,7 @@ annotations and from a running extender, for the same allocations."""
 import threading
 
 import pytest
+import yaml
 from kubernetes import client
 from werkzeug.serving import make_server
 
@@ -107,7 +108,7 @@ def sources():
     thread.start()
     endpoint = f"http://127.0.0.1:{server.server_port}/cgpu-scheduler"
     yield {"api": from_api(api_client=client.ApiClient(configuration)), "endpoint": from_endpoint(endpoint),
-           "url": endpoint}
+           "url": endpoint, "server": kube.url}
     server.shutdown()
     cluster.stop()
     kube.stop()
@@ -127,7 +128,15 @@ def test_one_node_and_an_unknown_one(sources):
         render(sources["api"], node="plain")
 
 
-def test_the_commands_print_it(sources, capsys):
+def test_the_commands_print_it(sources, capsys, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": sources["server"]}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    assert main(["inspect", "-d", "--kubeconfig", str(kubeconfig)]) == 0
+    assert capsys.readouterr().out == DETAILS
     assert main(["inspect", "--endpoint", sources["url"]]) == 0
     assert capsys.readouterr().out == SUMMARY
     assert kubectl_plugin(["-d", "--endpoint", sources["url"] + "/inspect"]) == 0
