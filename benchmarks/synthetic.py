@@ -3,10 +3,14 @@
 A cluster of ``nodes`` nodes × ``gpus`` GPUs with a realistic mix: half core_mem
 (memory and compute shared), a quarter cgpu, a tenth share, the rest whole-GPU
 nodes that share nothing; GPU models of 15, 16, 22, 32 and 80 GiB; a fifth of
-the sharing nodes spread, the rest binpack. Every sharing GPU is already
-partly used by bound pods carrying V2/V1 annotations (a uniform fill between
-empty and nearly full), so filter has real work to do on every node.
-Deterministic for a seed.
+the sharing nodes spread, the rest binpack. Sharing GPUs are already partly used
+by bound pods carrying V2/V1 annotations, shaped after the openb trace
+(Alibaba GPU cluster trace v2023, default pod list): there, at 100 % arrived
+workload, there are 1.16 GPU pods per GPU, 58 % of them whole-GPU pods, and
+sharing pods ask for 0.56 of a GPU on average (histogram below). Here each
+sharing GPU is empty (20 %), holds one whole-GPU pod (25 %), one sharing pod
+(40 %) or two (15 %), a second one only where it still fits: about 0.86 pods
+per sharing GPU. Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, NODE_PLACEMENT, NODE_SCHE
 GPU_SIZES = (15, 16, 22, 32, 80)
 MODES = ("core_mem", "cgpu", "share", None)
 MODE_WEIGHTS = (0.5, 0.25, 0.1, 0.15)
+
+# Sharing pods' share of one GPU in openb's default pod list, by tenths (counts).
+SHARE_TENTHS = np.array([1, 2, 3, 4, 5, 6, 8])
+SHARE_WEIGHTS = np.array([99, 207, 388, 899, 147, 253, 1078]) / 3071
+OCCUPANCY = ((0, 0.20), ("whole", 0.25), (1, 0.40), (2, 0.15))
 
 # Pod shapes the driver schedules: (GiB, core %, gpu-count label or None).
 POD_SHAPES = ((2, 30, None), (4, 50, None), (1, 10, None), (8, 25, None), (6, None, None), (3, None, None),
@@ -48,16 +57,22 @@ def cluster_objects(nodes: int, gpus: int = 8, seed: int = 0) -> list:
                         "status": {"allocatable": allocatable, "capacity": dict(allocatable)}})
         if not mode:
             continue
+        kinds = [k for k, _ in OCCUPANCY]
         for gpu in range(gpus):
-            free_mem, free_core = size, 100
-            target = rng.random()  # how full this GPU ends up
-            while (size - free_mem) / size < target:
-                mem = int(rng.integers(1, max(2, size // 3)))
-                core = int(rng.integers(1, 6)) * 5 if mode == "core_mem" else 0
-                if mem > free_mem or core > free_core:
+            kind = kinds[rng.choice(len(OCCUPANCY), p=[p for _, p in OCCUPANCY])]
+            if kind == "whole":
+                shares = [10]
+            else:
+                shares = rng.choice(SHARE_TENTHS, size=kind, p=SHARE_WEIGHTS).tolist()
+                while sum(shares) > 10:
+                    shares.pop()
+            free = size
+            for tenths in shares:
+                mem = max(1, -(-size * tenths // 10))
+                if mem > free:
                     break
-                free_mem -= mem
-                free_core -= core
+                free -= mem
+                core = tenths * 10 if mode == "core_mem" else 0
                 pods.append(_bound_pod(f"{name}-g{gpu}-{len(pods)}", name, gpu, size, mem, core))
     return objects + pods
 
