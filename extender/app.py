@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, Flask, Response, request
+from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from extender import metrics, wire
@@ -60,15 +60,15 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.post("/filter")
     def filter_():
-        return _json(extender.filter(request.get_data()))
+        return Response(extender.filter(request.get_data()), mimetype=JSON)
 
     @routes.post("/prioritize")
     def prioritize():
-        return _json(extender.prioritize(request.get_data()))
+        return Response(extender.prioritize(request.get_data()), mimetype=JSON)
 
     @routes.post("/bind")
     def bind():
-        return _json(extender.bind(request.get_data()))
+        return Response(extender.bind(request.get_data()), mimetype=JSON)
 
     @routes.get("/inspect")
     def inspect():
@@ -88,6 +88,18 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
         return _json({"ready": ready}, 200 if ready else 503)
 
     app.register_blueprint(routes)
+
+    @app.before_request
+    def start_timer():
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def server_timing(response: Response) -> Response:
+        """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply."""
+        started = g.get("started")
+        if started is not None:
+            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
+        return response
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

@@ -115,14 +115,25 @@ class Ledger:
             return self._locks[node]
 
     # -- reading ---------------------------------------------------------------
+    def lookup(self, names: list) -> tuple[np.ndarray, int]:
+        """``(rows, layout)`` of node names (see :meth:`ClusterState.lookup`)."""
+        return self.state.lookup(names)
+
+    def check_rows(self, request: GPURequest, rows: np.ndarray) -> np.ndarray:
+        """Reason codes (``FITS`` = fits) for the nodes at ``rows``: the filter's question."""
+        return gpu_fit(self.state.view(rows), request)[1]
+
+    def evaluate_rows(self, request: GPURequest, rows: np.ndarray, score: bool = True) -> Evaluation:
+        """Full evaluation (reasons, GPU choice, raw scores) for the nodes at ``rows``."""
+        return evaluate(self.state.view(rows), request, self.strategy, score=score)
+
     def check(self, request: GPURequest, names: list) -> np.ndarray:
-        """Reason codes (``FITS`` = fits) for ``names``: the filter's question."""
-        view = self.state.view(self.state.rows(names))
-        return gpu_fit(view, request)[1]
+        """:meth:`check_rows` by node names."""
+        return self.check_rows(request, self.state.rows(names))
 
     def evaluate(self, request: GPURequest, names: list, score: bool = True) -> Evaluation:
-        """Full evaluation (reasons, GPU choice, raw scores) for ``names``."""
-        return evaluate(self.state.view(self.state.rows(names)), request, self.strategy, score=score)
+        """:meth:`evaluate_rows` by node names."""
+        return self.evaluate_rows(request, self.state.rows(names), score)
 
     def allocation(self, uid: str) -> Allocation | None:
         return self._allocations.get(uid)

@@ -67,6 +67,8 @@ class ClusterState:
         self._arrays = self._allocate(rows, gpus)
         self.specs: dict[str, NodeSpec] = {}
         self.generation = 0  # bumped on every write; lets callers cache evaluations
+        self.layout = 0  # bumped when a row is given to or taken from a node
+        self._lookup_memo: dict = {}  # len(names) → (layout, names, rows) of a recent lookup
 
     # -- storage -----------------------------------------------------------
     @staticmethod
@@ -104,6 +106,7 @@ class ClusterState:
                     self.names.append(None)
                 self.index[spec.name] = row
                 self.names[row] = spec.name
+                self.layout += 1
             rows, gpus = self._arrays["mem_total"].shape
             if row >= rows or spec.gpu_count > gpus:
                 self._grow(max(rows * 2 if row >= rows else rows, row + 1), max(gpus, spec.gpu_count))
@@ -128,6 +131,7 @@ class ClusterState:
             if row < 0:
                 return
             self.names[row] = None
+            self.layout += 1
             self.specs.pop(name, None)
             for f in _ROW_FIELDS:
                 self._arrays[f][row] = 0
@@ -161,11 +165,32 @@ class ClusterState:
             self.generation += 1
 
     # -- reading -------------------------------------------------------------
+    def lookup(self, names: list) -> tuple[np.ndarray, int]:
+        """``(rows, layout)``: rows of ``names`` in order (-1 for an unknown name)
+        and the layout they were read in (read-only array).
+
+        kube-scheduler sends the same node lists for pod after pod (all nodes to
+        filter, the feasible ones to prioritize), so recent answers are kept by
+        list length: comparing two lists of strings costs far less than hashing
+        every fresh name again. ``names`` must not be changed afterwards.
+        """
+        memo = self._lookup_memo.get(len(names))
+        if memo is not None and memo[0] == self.layout and memo[1] == names:
+            return memo[2], memo[0]
+        while True:
+            layout = self.layout
+            rows = np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+            if layout == self.layout:
+                break
+        rows.flags.writeable = False
+        if len(self._lookup_memo) >= 16:
+            self._lookup_memo.clear()
+        self._lookup_memo[len(names)] = (layout, names, rows)
+        return rows, layout
+
     def rows(self, names) -> np.ndarray:
         """Rows of ``names`` in order, -1 for a name the state does not know."""
-        if not names:
-            return np.zeros(0, dtype=np.int64)
-        return np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+        return self.lookup(list(names))[0]
 
     def view(self, rows: np.ndarray) -> NodesView:
         """Gather ``rows`` (-1 allowed: such a row is marked unknown, all zero)."""

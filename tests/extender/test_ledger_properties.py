@@ -52,11 +52,12 @@ class ExtenderMachine(RuleBasedStateMachine):
     def filter_then_bind(self, shape, target_index):
         self.counter += 1
         p = pod(f"p{self.counter}", mem=shape["mem"], core=shape.get("core"), labels=shape.get("labels"))
-        result = self.extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": NAMES}))
+        result = orjson.loads(self.extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": NAMES})))
         target = NAMES[target_index]
         accepted = target in result["NodeNames"]
-        reply = self.extender.bind(orjson.dumps({"PodName": p["metadata"]["name"], "PodNamespace": "default",
-                                                 "PodUID": p["metadata"]["uid"], "Node": target}))
+        reply = orjson.loads(self.extender.bind(orjson.dumps({
+            "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
+            "Node": target})))
         # bind succeeds exactly where filter, asked just before, accepted the node
         assert (reply["Error"] == "") == accepted, (target, result, reply)
         if accepted:
@@ -121,15 +122,16 @@ def test_threads_binding_to_one_node_never_over_allocate():
     extender = build_extender(Config(), cluster=cluster)
     pods = [pod(f"t{i}", mem=3, core=10) for i in range(40)]  # 10 fit (5 per GPU by memory)
     for p in pods:
-        assert extender.filter(orjson.dumps({"Pod": p, "NodeNames": ["only"]}))["NodeNames"] == ["only"]
+        assert orjson.loads(extender.filter(orjson.dumps({"Pod": p, "NodeNames": ["only"]})))["NodeNames"] == ["only"]
     barrier = threading.Barrier(8)
     results = []
 
     def worker(chunk):
         barrier.wait()
         for p in chunk:
-            reply = extender.bind(orjson.dumps({"PodName": p["metadata"]["name"], "PodNamespace": "default",
-                                                "PodUID": p["metadata"]["uid"], "Node": "only"}))
+            reply = orjson.loads(extender.bind(orjson.dumps({
+                "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
+                "Node": "only"})))
             results.append(reply["Error"])
 
     interval = sys.getswitchinterval()
