@@ -6,13 +6,13 @@ from builders import pod
 
 
 def filter_(extender, p, names):
-    return extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": names}))
+    return orjson.loads(extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": names})))
 
 
 def bind(extender, p, node_name):
     meta = p["metadata"]
-    return extender.bind(orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"],
-                                       "PodUID": meta["uid"], "Node": node_name}))["Error"]
+    return orjson.loads(extender.bind(orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"],
+                                                    "PodUID": meta["uid"], "Node": node_name})))["Error"]
 
 
 def used(extender, node_name):
