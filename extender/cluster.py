@@ -11,6 +11,9 @@ A backend has:
 * ``bind(pod, node, annotations)`` — write the annotations on the pod and bind
   it to the node; raise :class:`ClusterError` if that fails;
 * ``stop()``.
+
+Backends: :class:`extender.embedded.EmbeddedCluster` (demo, cluster file) and
+:class:`extender.kube.backend.KubernetesCluster` (the API server).
 """
 
 from __future__ import annotations
