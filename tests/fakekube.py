@@ -5,9 +5,10 @@ It holds Nodes, Pods and ConfigMaps in memory and speaks what the official
 streaming watches (chunked JSON lines, ``ERROR`` with a 410 Status when the
 requested resourceVersion is older than the kept history), JSON merge and
 strategic-merge patches on pods (maps only, which is all strategic merge adds
-for annotations), the ``pods/binding`` subresource with the real server's
-rules (404, 409 when already bound or the UID differs, annotations copied
-from the Binding), and Status bodies for errors.
+for annotations; a patch naming another ``metadata.uid`` is invalid, 422),
+the ``pods/binding`` subresource with the real server's rules (404, 409 when
+already bound or the UID differs, annotations copied from the Binding),
+Event creation, and Status bodies for errors.
 
 Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
 open watch in the middle of an event, :meth:`FakeKube.compact` forgets the
@@ -201,10 +202,9 @@ class FakeKube:
             if pod is None:
                 raise ApiError(404, "NotFound", f'pods "{name}" not found')
             meta = body.get("metadata") or {}
-            if meta.get("uid") not in (None, pod["metadata"]["uid"]):
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods "{name}": Precondition '
-                                                f'failed: UID in precondition: {meta["uid"]}, UID in object meta: '
-                                                f'{pod["metadata"]["uid"]}')
+            if meta.get("uid") not in (None, pod["metadata"]["uid"]):  # uid is immutable: the update is invalid
+                raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: metadata.uid: Invalid value: '
+                                               f'"{meta["uid"]}": field is immutable')
             patched = merge_patch(pod, body)
             patched["metadata"]["uid"] = pod["metadata"]["uid"]
             if not patched["metadata"].get("annotations"):

@@ -205,7 +205,8 @@ class KubernetesCluster:
 
     # -- API calls --------------------------------------------------------------------
     def _patch_annotations(self, namespace: str, name: str, uid: str, values: dict) -> None:
-        body = {"metadata": {"uid": uid, "annotations": values}}  # the UID makes it a precondition
+        # with the UID in it, the patch is invalid (422) on a pod recreated under the same name
+        body = {"metadata": {"uid": uid, "annotations": values}}
         self._call(self.api.patch_namespaced_pod, name, namespace, body)
 
     def _read_pod(self, namespace: str, name: str) -> dict | None:

@@ -76,7 +76,7 @@ def test_a_pod_replaced_under_the_same_name_is_not_patched(kube, started):
     kube.delete("pods", "web-0")
     new = create_pending(kube, "web-0", mem=5, uid="uid-web-0-again")  # a StatefulSet recreated it
     error = bind(extender, old, "gpu-a")
-    assert "409" in error and "UID" in error
+    assert "422" in error and "metadata.uid" in error and "immutable" in error
     on_api = kube.get("pods", "web-0")
     assert on_api["metadata"]["uid"] == new["metadata"]["uid"] and "annotations" not in on_api["metadata"]
     assert "nodeName" not in on_api["spec"] and extender.ledger.allocations() == []
