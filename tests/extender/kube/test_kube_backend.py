@@ -139,3 +139,35 @@ def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):
     assert samples["cgpu_gpu_memory_allocated_gib"] == "4" and samples["cgpu_gpu_memory_total_gib"] == "15"
     assert int(samples['cgpu_watch_errors_total{resource="nodes"}']) >= 1
     assert samples['cgpu_watch_lists_total{resource="pods"}'] == "1"
+
+
+def test_concurrent_binds_through_the_api_never_over_allocate(kube, started):
+    import json
+    import threading
+
+    pods = [pod(f"c{i}", mem=4) for i in range(20)]  # 3 fit on each 15 GiB GPU: 6 in all
+    extender, created = synced(started, kube, [node("gpu-a", "cgpu", gpus=2, gib=15)], pods)
+    for p in created:
+        assert filter_(extender, p, ["gpu-a"])["NodeNames"] == ["gpu-a"]
+    errors, barrier = [], threading.Barrier(8)
+
+    def worker(chunk):
+        barrier.wait()
+        errors.extend(bind(extender, p, "gpu-a") for p in chunk)
+
+    threads = [threading.Thread(target=worker, args=(created[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors.count("") == 6 and all("no longer fits" in e for e in errors if e)
+    on_api = [p for p in kube.objects("pods") if p["spec"].get("nodeName")]
+    per_gpu = {}
+    for p in on_api:
+        for gpus in json.loads(p["metadata"]["annotations"][A.V2_ALLOCATION]).values():
+            for gpu, gib in gpus.items():
+                per_gpu[gpu] = per_gpu.get(gpu, 0) + gib
+    assert len(on_api) == 6 and per_gpu == {"0": 12, "1": 12}
+    assert not any(p["metadata"].get("annotations") for p in kube.objects("pods") if not p["spec"].get("nodeName"))
+    wait_until(lambda: all(a.confirmed for a in extender.ledger.allocations()), what="all bindings seen")
+    assert used(extender, "gpu-a")[0] == [12, 12]
