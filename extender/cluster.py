@@ -9,7 +9,11 @@ A backend has:
 * ``get_pod(namespace, name, uid)`` — the Pod for a bind the filter cache
   does not hold, or None;
 * ``bind(pod, node, annotations)`` — write the annotations on the pod and bind
-  it to the node; raise :class:`ClusterError` if that fails;
+  it to the node; raise :class:`ClusterError` if that fails (with
+  ``ambiguous`` set when it cannot tell whether the binding took effect);
+* ``pod_node(namespace, name, uid)`` — the node the pod is bound to now, read
+  from the source of truth (None when unbound); ClusterError if it cannot
+  tell;
 * ``stop()``.
 
 Backends: :class:`extender.embedded.EmbeddedCluster` (demo, cluster file) and
@@ -23,6 +27,7 @@ class ClusterError(Exception):
     """The cluster refused or failed an operation (patch, binding)."""
 
     status: int | None = None  # the API server's HTTP status, when it answered
+    ambiguous: bool = False  # the operation may have taken effect after all
 
 
 def make_cluster(config):

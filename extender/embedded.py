@@ -52,6 +52,12 @@ class EmbeddedCluster:
         pod = self._pods.get(uid)
         return pod if pod is not None and not (pod.get("spec") or {}).get("nodeName") else None
 
+    def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The node the pod with this UID is bound to, None if unbound or unknown."""
+        with self._lock:
+            pod = self._pods.get(uid)
+        return ((pod or {}).get("spec") or {}).get("nodeName")
+
     def bind(self, pod: dict, node: str, annotations: dict) -> None:
         """Record ``pod`` as bound to ``node`` carrying ``annotations``."""
         bound = copy.deepcopy(pod)

@@ -65,6 +65,7 @@ class Allocation:
     annotations: dict
     source: str  # "bind", "v2" or "v1"
     confirmed: bool = False  # the cluster has shown the pod bound to ``node``
+    committed: bool = False  # the cluster accepted our binding to ``node``
 
     @property
     def memory_per_gpu(self) -> dict:

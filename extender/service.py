@@ -59,6 +59,7 @@ class Extender:
         self.clock = clock
         self.pods = PodCache(pod_cache_size)
         self.replies = ReplyWriter(ledger.state)
+        self._pod_locks = [threading.Lock() for _ in range(64)]
         self.log = get_logger()
 
     def ready(self) -> bool:
@@ -142,9 +143,17 @@ class Extender:
     def _bind(self, args: wire.BindingArgs, ref: PodRef) -> str:
         if not self.ready():
             return NOT_SYNCED
+        # One bind per pod at a time: kube-scheduler may retry a pod whose earlier
+        # bind is still running, and the annotations are written before the Binding.
+        with self._pod_locks[hash(ref.uid) % len(self._pod_locks)]:
+            return self._bind_locked(args, ref)
+
+    def _bind_locked(self, args: wire.BindingArgs, ref: PodRef) -> str:
         existing = self.ledger.allocation(ref.uid)
         if existing is not None and existing.node != args.node:
-            return f"pod {ref} is already bound to node {existing.node}"
+            error = self._replace_stale(existing, ref)
+            if error:
+                return error
         pod = self.pods.get(args.uid) or self.cluster.get_pod(args.namespace, args.name, args.uid)
         if pod is None:
             return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
@@ -165,12 +174,38 @@ class Extender:
         try:
             self.cluster.bind(pod, args.node, allocation.annotations if allocation else {})
         except ClusterError as exc:
-            if created:
+            if created and not exc.ambiguous:
                 self.ledger.release(ref.uid)
+            elif exc.ambiguous:
+                self.log.warning("bind outcome unknown; the reservation is kept", extra=fields(
+                    pod=str(ref), uid=ref.uid, node=args.node, error=str(exc)))
             return f"binding pod {ref} to node {args.node} failed: {exc}"
         if allocation is not None:
+            allocation.committed = True
             self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
                                                 gpus=sorted(allocation.memory_per_gpu)))
+        return ""
+
+    def _replace_stale(self, existing, ref: PodRef) -> str:
+        """A pod reserved on another node: refuse, unless that reservation never took effect.
+
+        A reservation neither committed (our Binding succeeded) nor confirmed
+        (the cluster showed the pod there) is left from a bind whose outcome
+        was unknown. It is released only if the cluster shows the pod unbound
+        now; otherwise the pod keeps the node it has.
+        """
+        if existing.committed or existing.confirmed:
+            return f"pod {ref} is already bound to node {existing.node}"
+        try:
+            holder = self.cluster.pod_node(ref.namespace, ref.name, ref.uid)
+        except ClusterError as exc:
+            return f"cannot tell whether pod {ref} is already bound to node {existing.node}: {exc}"
+        if holder is not None:
+            existing.committed = holder == existing.node
+            return f"pod {ref} is already bound to node {holder}"
+        self.ledger.release(ref.uid)
+        self.log.info("released a reservation whose bind never took effect", extra=fields(
+            pod=str(ref), uid=ref.uid, node=existing.node))
         return ""
 
     # -- inspect ---------------------------------------------------------------

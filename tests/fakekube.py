@@ -77,9 +77,11 @@ class FakeKube:
         self.compacted = {kind: 0 for kind in KINDS}  # a watch from an rv below this gets 410
         self.cut_generation = 0
         self.fail_bindings: list[int] = []  # statuses for the next bindings, in order
+        self.fail_reads: list[int] = []  # statuses for the next single-pod reads, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.events: list[dict] = []  # Events created through the API
         self.watches_open = 0
+        self.list_pages = 0  # list requests answered (one per page)
         self._server = None
         self._thread = None
 
@@ -186,12 +188,24 @@ class FakeKube:
                 self.cond.wait(left)
 
     # -- API operations -----------------------------------------------------------
-    def api_list(self, kind: str, namespace: str | None) -> dict:
+    def api_list(self, kind: str, namespace: str | None, limit: int = 0, token: str = "") -> dict:
+        """A list, in pages of ``limit`` when asked; ``continue`` carries the snapshot's
+        resourceVersion and offset, and expires (410) once the history is compacted past it."""
         with self.cond:
+            self.list_pages += 1
+            snapshot, offset = self.rv, 0
+            if token:
+                snapshot, offset = (int(part) for part in token.split(":"))
+                if snapshot < self.compacted[kind]:
+                    raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
+                                                   "consistent list result.")
             items = [copy.deepcopy(o) for (ns, _), o in sorted(self.store[kind].items())
                      if namespace is None or ns == namespace]
-            return {"kind": KINDS[kind] + "List", "apiVersion": "v1",
-                    "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+            meta = {"resourceVersion": str(snapshot)}
+            if limit and offset + limit < len(items):
+                meta["continue"] = f"{snapshot}:{offset + limit}"
+            page = items[offset:offset + limit] if limit else items[offset:]
+            return {"kind": KINDS[kind] + "List", "apiVersion": "v1", "metadata": meta, "items": page}
 
     def api_patch(self, namespace: str, name: str, content_type: str, body: dict) -> dict:
         if content_type not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
@@ -241,6 +255,10 @@ class FakeKube:
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     def api_get_pod(self, namespace: str, name: str) -> dict:
+        with self.cond:
+            if self.fail_reads:
+                code = self.fail_reads.pop(0)
+                raise ApiError(code, "ServiceUnavailable", "the server is currently unable to handle the request")
         pod = self.get("pods", name, namespace)
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
@@ -322,7 +340,8 @@ class _Handler(BaseHTTPRequestHandler):
                 kind, namespace = collection["kind"], collection["ns"]
                 if query.get("watch") in ("true", "1"):
                     return self._watch(kind, namespace, query)
-                return self._reply(200, self.kube.api_list(kind, namespace))
+                return self._reply(200, self.kube.api_list(kind, namespace, int(query.get("limit") or 0),
+                                                           query.get("continue") or ""))
             if pod and method == "GET" and not pod["binding"]:
                 return self._reply(200, self.kube.api_get_pod(pod["ns"], pod["name"]))
             if pod and method == "PATCH" and not pod["binding"]:

@@ -20,7 +20,9 @@
   carries them). A Binding refused because the pod is already on that node
   is success (bind is idempotent). On any other failure the pod is read back:
   bound to that node after all means success; still unbound means the
-  annotations are removed again; then :class:`ClusterError` is raised.
+  annotations are removed again; then :class:`ClusterError` is raised. If
+  the pod cannot be read back, the error is marked ``ambiguous`` and
+  nothing is undone.
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ def _namespaced_name(obj: dict) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
+def _node_name(pod: dict) -> str | None:
+    """What the pod store keeps of a pod: the node it is bound to."""
+    return (pod.get("spec") or {}).get("nodeName")
+
+
 def _trim(obj: dict) -> dict:
     """Drop what the extender never reads and a big cluster would pay for in memory."""
     meta = obj.get("metadata")
@@ -65,7 +72,8 @@ class KubernetesCluster:
     kind = "kubernetes"
 
     def __init__(self, api_client, *, source: str = "kubernetes", namespace: str = UNHEALTHY_CONFIGMAP_NAMESPACE,
-                 backoff: Backoff | None = None, watch_timeout: int = 300, request_timeout: float = 5.0):
+                 backoff: Backoff | None = None, watch_timeout: int = 300, request_timeout: float = 5.0,
+                 page_size: int = 500):
         from kubernetes import client
 
         self.api = client.CoreV1Api(api_client)
@@ -74,6 +82,7 @@ class KubernetesCluster:
         self.backoff = backoff or Backoff()
         self.watch_timeout = watch_timeout
         self.request_timeout = request_timeout
+        self.page_size = page_size
         self.reflectors: list[Reflector] = []
         self._pods: Reflector | None = None
         self._events: queue.Queue = queue.Queue(maxsize=1000)
@@ -88,13 +97,15 @@ class KubernetesCluster:
 
     # -- protocol: lifecycle --------------------------------------------------------
     def start(self, ledger) -> None:
-        common = dict(backoff=self.backoff, watch_timeout=self.watch_timeout, transform=_trim)
+        common = dict(backoff=self.backoff, watch_timeout=self.watch_timeout, transform=_trim,
+                      page_size=self.page_size)
         nodes = Reflector("nodes", self.api.list_node, _name, ledger.observe_node,
-                          lambda name, _obj: ledger.forget_node(name), **common)
+                          lambda name, _kept: ledger.forget_node(name), keep=lambda _obj: None, **common)
         self._pods = Reflector("pods", self.api.list_pod_for_all_namespaces, _uid,
                                functools.partial(self._observe_pod, ledger),
-                               lambda uid, _obj: ledger.forget_pod(uid),
-                               before_list=lambda: [a.pod.uid for a in ledger.allocations()], **common)
+                               lambda uid, _node: ledger.forget_pod(uid),
+                               before_list=lambda: [a.pod.uid for a in ledger.allocations()],
+                               keep=_node_name, **common)
         configmaps = Reflector("configmaps", functools.partial(self.api.list_namespaced_config_map, self.namespace),
                                _namespaced_name, ledger.observe_configmap,
                                lambda _key, obj: ledger.observe_configmap(obj, deleted=True), **common)
@@ -154,20 +165,21 @@ class KubernetesCluster:
 
     # -- protocol: pods ---------------------------------------------------------------
     def get_pod(self, namespace: str, name: str, uid: str) -> dict | None:
-        """The pod from the watch cache, else from the API; None unless its UID is ``uid``."""
-        pod = self._pods.store.get(uid) if self._pods is not None else None
-        if pod is None:
-            try:
-                pod = self._read_pod(namespace, name)
-            except ClusterError:
-                return None
+        """The pod from the API (the watch keeps no pod bodies); None unless its UID is ``uid``."""
+        try:
+            pod = self._read_pod(namespace, name)
+        except ClusterError:
+            return None
         return pod if pod is not None and _uid(pod) == uid else None
+
+    def bound_node(self, uid: str) -> str | None:
+        """The node the watch last saw the pod bound to, if any."""
+        return self._pods.store.get(uid) if self._pods is not None else None
 
     def bind(self, pod: dict, node: str, annotations: dict) -> None:
         meta = pod.get("metadata") or {}
         name, namespace, uid = meta.get("name") or "", meta.get("namespace") or "default", meta.get("uid") or ""
-        known = self._pods.store.get(uid) if self._pods is not None else None
-        holder = ((known or {}).get("spec") or {}).get("nodeName")
+        holder = self.bound_node(uid)
         if holder and holder != node:
             raise ClusterError(f"pod is already bound to node {holder}")
         if annotations:
@@ -187,7 +199,8 @@ class KubernetesCluster:
             try:
                 current = self._read_pod(namespace, name)
             except ClusterError:
-                current = None  # unknown: leave the annotations; on an unbound pod they count for nothing
+                failure.ambiguous = True  # the Binding may exist; leave everything as it is
+                raise failure from None
             if current is not None and _uid(current) == uid:
                 bound_to = (current.get("spec") or {}).get("nodeName")
                 if bound_to == node:
@@ -195,6 +208,13 @@ class KubernetesCluster:
                 if not bound_to and annotations:
                     self._undo_annotations(namespace, name, uid)
             raise failure
+
+    def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The node the API shows the pod bound to now (None: unbound or gone)."""
+        current = self._read_pod(namespace, name)
+        if current is None or _uid(current) != uid:
+            return None
+        return (current.get("spec") or {}).get("nodeName")
 
     def _undo_annotations(self, namespace: str, name: str, uid: str) -> None:
         try:

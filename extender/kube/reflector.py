@@ -2,11 +2,14 @@
 
 A :class:`Reflector` runs in its own thread. Contract:
 
-* it lists the objects (a consistent read at the list's resourceVersion),
-  hands every listed object to ``on_upsert``, and hands ``on_delete`` every
-  object it held before that the list no longer has; only then is it
-  ``synced`` (and it stays synced: a later outage leaves the view stale,
-  not empty);
+* it lists the objects in pages of ``page_size`` (one consistent read at
+  the first page's resourceVersion; an expired continue token lists again),
+  hands every listed object to ``on_upsert`` page by page, and hands
+  ``on_delete`` every key it held before that the list no longer has; only
+  then is it ``synced`` (and it stays synced: a later outage leaves the view
+  stale, not empty);
+* it keeps, per key, only ``keep(obj)`` (by default the whole object): a
+  cluster of 100,000 pods must not be held twice in memory;
 * it then watches from the list's resourceVersion, applying ``ADDED`` and
   ``MODIFIED`` through ``on_upsert`` and ``DELETED`` through ``on_delete``,
   remembering the resourceVersion of every event (``BOOKMARK`` too);
@@ -67,11 +70,13 @@ def api_status(exc) -> int | None:
 
 class Reflector:
     def __init__(self, name: str, lister, key, on_upsert, on_delete, *, backoff: Backoff | None = None,
-                 watch_timeout: int = 300, connect_timeout: float = 5.0, before_list=None, transform=None):
+                 watch_timeout: int = 300, connect_timeout: float = 5.0, before_list=None, transform=None,
+                 keep=None, page_size: int = 500):
         """``lister(**kwargs)`` is a generated list call (e.g. ``CoreV1Api.list_node``);
         ``key(obj)`` names an object; ``before_list()`` may return extra keys the
         caller holds, which count as "held before" when the next list completes;
-        ``transform(obj)`` trims an object before it is kept and handed on."""
+        ``transform(obj)`` trims an object before it is handed on; ``keep(obj)``
+        is what the store holds for it."""
         self.name = name
         self._lister = lister
         self._key = key
@@ -79,6 +84,8 @@ class Reflector:
         self._on_delete = on_delete
         self._before_list = before_list
         self._transform = transform or (lambda obj: obj)
+        self._keep = keep or (lambda obj: obj)
+        self.page_size = page_size
         self.backoff = backoff or Backoff()
         self.watch_timeout = watch_timeout
         self.connect_timeout = connect_timeout
@@ -140,19 +147,30 @@ class Reflector:
 
     def _list(self) -> None:
         held = set(self._before_list()) if self._before_list else set()
-        response = self._lister(_preload_content=False, _request_timeout=(self.connect_timeout, 60))
-        try:
-            body = orjson.loads(response.data)
-        finally:
-            response.release_conn()
-        items = [self._transform(obj) for obj in body.get("items") or []]
-        fresh = {self._key(obj): obj for obj in items}
+        fresh = {}
+        token = None
+        while True:
+            options = {"limit": self.page_size, "_preload_content": False,
+                       "_request_timeout": (self.connect_timeout, 60)}
+            if token:
+                options["_continue"] = token
+            response = self._lister(**options)
+            try:
+                body = orjson.loads(response.data)
+            finally:
+                response.release_conn()
+            for obj in body.get("items") or []:
+                obj = self._transform(obj)
+                fresh[self._key(obj)] = self._keep(obj)
+                self._handle(self._on_upsert, obj)
+            meta = body.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                break
         for key in (set(self.store) | held) - set(fresh):
             self._handle(self._on_delete, key, self.store.get(key))
-        for obj in items:
-            self._handle(self._on_upsert, obj)
         self.store = fresh
-        self.resource_version = (body.get("metadata") or {}).get("resourceVersion")
+        self.resource_version = meta.get("resourceVersion")
         self.stats["lists"] += 1
         if not self.synced.is_set():
             self.log.info("synced", extra=fields(resource=self.name, objects=len(fresh),
@@ -201,7 +219,7 @@ class Reflector:
             raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED"):
-            self.store[self._key(obj)] = obj
+            self.store[self._key(obj)] = self._keep(obj)
             self._handle(self._on_upsert, obj)
         elif kind == "DELETED":
             key = self._key(obj)

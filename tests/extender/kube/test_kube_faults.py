@@ -138,3 +138,58 @@ def test_an_object_the_ledger_cannot_apply_is_skipped_not_retried_forever(kube, 
         "name": "fine", "namespace": "default", "uid": "uid-fine", "annotations": {A.V2_ALLOCATION: '{"0":{"0":2}}'}}})
     wait_until(lambda: extender.ledger.allocation("uid-fine"), what="later events still applied")
     assert extender.cluster.status()["pods"]["handler_errors"] == 1
+
+
+def test_lists_come_in_pages_and_an_expired_continue_token_lists_again(kube, started):
+    from builders import node, pod
+
+    for i in range(5):
+        kube.create("nodes", node(f"gpu-{i}", "cgpu", gpus=1, gib=15))
+    for i in range(7):
+        kube.create("pods", pod(f"p{i}", mem=2, node_name="gpu-0" if i == 0 else None))
+    original, expired = kube.api_list, []
+
+    def compact_after_the_first_page(kind, namespace, limit=0, token=""):
+        page = original(kind, namespace, limit, token)
+        if kind == "pods" and not token and not expired:
+            expired.append(True)
+            kube.create("pods", pod("late", mem=1))
+            kube.compact()  # the next page's continue token now names a compacted revision
+        return page
+
+    kube.api_list = compact_after_the_first_page
+    extender = started(kube, page_size=2)
+    wait_until(extender.ready, what="first sync in pages")
+    assert sorted(extender.ledger.state.specs) == [f"gpu-{i}" for i in range(5)]
+    pods = extender.cluster._pods
+    assert len(pods.store) == 8 and pods.stats["gone"] >= 1 and expired
+    assert set(pods.store.values()) == {"gpu-0", None}  # the store keeps node names, not pod bodies
+    assert kube.list_pages >= 3 + 4 + 1
+
+
+def test_a_bind_whose_outcome_is_unknown_keeps_its_reservation_until_the_api_says_otherwise(kube, started):
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15),
+                                            node("gpu-b", "cgpu", gpus=1, gib=15)], [pod("p1", mem=10)])
+    filter_(extender, p, ["gpu-a", "gpu-b"])
+    kube.fail_bindings.append(500)
+    kube.fail_reads.append(503)  # and the read-back cannot tell whether the Binding happened
+    assert "failed" in bind(extender, p, "gpu-a")
+    assert used(extender, "gpu-a")[0] == [10]  # kept: the pod may be on gpu-a
+    # the scheduler retries on another node: the API shows the pod unbound, so the stale
+    # reservation goes and the pod is bound where the scheduler now wants it
+    assert bind(extender, p, "gpu-b") == ""
+    assert kube.get("pods", "p1")["spec"]["nodeName"] == "gpu-b"
+    assert used(extender, "gpu-a")[0] == [0] and used(extender, "gpu-b")[0] == [10]
+    assert kube.get("pods", "p1")["metadata"]["annotations"][A.V1_INDEX] == "0"
+
+
+def test_a_stale_reservation_is_not_replaced_while_the_api_cannot_be_read(kube, started):
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15),
+                                            node("gpu-b", "cgpu", gpus=1, gib=15)], [pod("p1", mem=10)])
+    filter_(extender, p, ["gpu-a", "gpu-b"])
+    kube.fail_bindings.append(500)
+    kube.fail_reads.extend([503, 503])
+    assert "failed" in bind(extender, p, "gpu-a")
+    assert "cannot tell whether pod default/p1 is already bound" in bind(extender, p, "gpu-b")
+    assert used(extender, "gpu-a")[0] == [10] and used(extender, "gpu-b")[0] == [0]
+    assert kube.get("pods", "p1")["spec"].get("nodeName") is None
