@@ -119,7 +119,7 @@ def test_rbac_grants_exactly_what_the_extender_uses():
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert granted == {("", "nodes", v) for v in ("get", "list", "watch")} | \
         {("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")} | \
-        {("", "events", "create"), ("events.k8s.io", "events", "create")}
+        {("", "events", "create")}
     configmaps = find("Role", "cgpu-extender-unhealthy-gpus")
     assert configmaps["metadata"]["namespace"] == "kube-system"
     assert configmaps["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
