@@ -245,9 +245,10 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
     objects = cluster_objects(nodes, seed=seed)
     node_objects = [o for o in objects if o["kind"] == "Node"]
     names = [n["metadata"]["name"] for n in node_objects]
-    path = os.path.join(workdir, f"cluster-{nodes}.json")
+    path = os.path.join(workdir, f"cluster-{nodes}.jsonl")  # streamed by the extender, one object per line
     with open(path, "wb") as handle:
-        handle.write(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        for obj in objects:
+            handle.write(orjson.dumps(obj) + b"\n")
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "benchmarks.load_server", "--cluster", path,
                                 "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

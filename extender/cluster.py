@@ -33,11 +33,10 @@ class ClusterError(Exception):
 def make_cluster(config):
     """The backend ``config`` asks for: its cluster file, the Kubernetes API, or the demo."""
     if config.cluster_file:
-        from extender.clusterfile import load
+        from extender.clusterfile import stream
         from extender.embedded import EmbeddedCluster
 
-        objects, _skipped = load(config.cluster_file)
-        return EmbeddedCluster(objects, source=config.cluster_file)
+        return EmbeddedCluster(stream(config.cluster_file), source=config.cluster_file)
     if config.kubernetes:
         from extender.kube import connect
         from extender.kube.backend import KubernetesCluster

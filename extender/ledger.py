@@ -18,6 +18,7 @@ records behind its usage arrays. Its contract:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ class BindRejected(Exception):
     """A bind the ledger refuses; ``str()`` is the reply's ``Error``."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodRef:
     uid: str
     namespace: str
@@ -49,23 +50,55 @@ class PodRef:
     @classmethod
     def of(cls, pod: dict) -> "PodRef":
         meta = pod.get("metadata") or {}
-        return cls(meta.get("uid") or "", meta.get("namespace") or "default", meta.get("name") or "")
+        return cls(meta.get("uid") or "", sys.intern(meta.get("namespace") or "default"), meta.get("name") or "")
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass
 class Allocation:
-    pod: PodRef
-    node: str
-    memory: dict  # container index → {GPU index → GiB}
-    core: dict  # container index → {GPU index → units}
-    wants_core: bool
-    annotations: dict
-    source: str  # "bind", "v2" or "v1"
-    confirmed: bool = False  # the cluster has shown the pod bound to ``node``
-    committed: bool = False  # the cluster accepted our binding to ``node``
+    """One pod's share of one node's GPUs.
+
+    A large cluster holds ~10^5 of these, so the record is compact: the shares
+    as one tuple of ``(container, gpu, GiB, compute)`` and the annotation
+    fields it was written or read with; the maps and the annotations are
+    derived on demand.
+    """
+
+    __slots__ = ("pod", "node", "shares", "wants_core", "gpu_memory", "assume_ns", "source", "assigned",
+                 "confirmed", "committed")
+
+    def __init__(self, pod: PodRef, node: str, memory: dict, core: dict, wants_core: bool, gpu_memory: int,
+                 assume_ns: int, source: str, assigned: bool = False, confirmed: bool = False):
+        cells = sorted({(c, g) for c, gpus in memory.items() for g in gpus} |
+                       {(c, g) for c, gpus in core.items() for g in gpus})
+        self.pod = pod
+        self.node = sys.intern(node)
+        self.shares = tuple((c, g, memory.get(c, {}).get(g, 0), core.get(c, {}).get(g, 0)) for c, g in cells)
+        self.wants_core = wants_core
+        self.gpu_memory = gpu_memory  # one GPU's GiB on the node, for device-resource
+        self.assume_ns = assume_ns
+        self.source = source  # "bind", "v2" or "v1"
+        self.assigned = assigned  # the device plugin has taken it
+        self.confirmed = confirmed  # the cluster has shown the pod bound to ``node``
+        self.committed = False  # the cluster accepted our binding to ``node``
+
+    @property
+    def memory(self) -> dict:
+        """container index → {GPU index → GiB}"""
+        result: dict = {}
+        for c, g, mem, _ in self.shares:
+            result.setdefault(c, {})[g] = mem
+        return result
+
+    @property
+    def core(self) -> dict:
+        """container index → {GPU index → compute}; {} for a memory-only pod"""
+        result: dict = {}
+        if any(core for *_, core in self.shares):
+            for c, g, _, core in self.shares:
+                result.setdefault(c, {})[g] = core
+        return result
 
     @property
     def memory_per_gpu(self) -> dict:
@@ -75,8 +108,17 @@ class Allocation:
     def core_per_gpu(self) -> dict:
         return per_gpu(self.core)
 
+    @property
+    def annotations(self) -> dict:
+        """The annotations the pod carries for this allocation (V1 keys only if that is all it had)."""
+        return A.write(self.memory, self.core, self.gpu_memory, self.assume_ns, self.assigned,
+                       v1_only=self.source == "v1")
 
-@dataclass
+    def __repr__(self) -> str:
+        return f"Allocation({self.pod}, node={self.node}, shares={self.shares}, source={self.source})"
+
+
+@dataclass(slots=True)
 class Unaccounted:
     pod: PodRef
     node: str
@@ -171,10 +213,8 @@ class Ledger:
                 raise BindRejected(f"pod {pod} no longer fits on node {node}: {MESSAGES[int(result.reason[0])]}")
             memory, core = split(request, result.gpus[0])
             spec = self.state.specs[node]
-            allocation = Allocation(
-                pod, node, memory, core, request.wants_core,
-                A.write(memory, core, spec.memory_per_gpu, assume_ns), "bind",
-            )
+            allocation = Allocation(pod, node, memory, core, request.wants_core, spec.memory_per_gpu, assume_ns,
+                                    "bind")
             self._record(allocation)
             self.counters.reserved += 1
             return allocation, True
@@ -208,7 +248,7 @@ class Ledger:
         """A node was added or changed: rebuild its row, keep counting its pods."""
         name = (node.get("metadata") or {}).get("name") or ""
         with self.node_lock(name):
-            self._nodes[name] = node
+            self._nodes[name] = _kept(node)
             return self._set_node(name)
 
     def _set_node(self, name: str) -> NodeSpec:
@@ -219,6 +259,10 @@ class Ledger:
             for allocation in self._by_node.get(name, {}).values():
                 self._apply(allocation, +1)
         return spec
+
+    def node_objects(self) -> list:
+        """Every known Node, as much of it as the ledger keeps (name, labels, allocatable, addresses)."""
+        return list(self._nodes.values())
 
     def forget_node(self, name: str) -> None:
         """A node disappeared: drop its row; its pods' records wait for it."""
@@ -270,8 +314,6 @@ class Ledger:
                     reason=self._unaccounted[ref.uid].reason))
             return
         self._unaccounted.pop(ref.uid, None)
-        annotations = {k: v for k, v in ((pod.get("metadata") or {}).get("annotations") or {}).items()
-                       if k in A.ALL_KEYS}
         if request is not None:
             wants_core = request.wants_core
         else:
@@ -279,8 +321,10 @@ class Ledger:
         with self.node_lock(node):
             if ref.uid in self._allocations:
                 return
-            self._record(Allocation(ref, node, recovered.memory, recovered.core, wants_core, annotations,
-                                    recovered.source, confirmed=True))
+            spec = self.state.specs.get(node)
+            gpu_memory = recovered.gpu_memory or (spec.memory_per_gpu if spec else 0)
+            self._record(Allocation(ref, node, recovered.memory, recovered.core, wants_core, gpu_memory,
+                                    recovered.assume_ns, recovered.source, recovered.assigned, confirmed=True))
             self.counters.recovered += 1
 
     def forget_pod(self, uid: str) -> None:
@@ -363,6 +407,17 @@ class Ledger:
 def _internal_ip(node: dict | None) -> str | None:
     addresses = ((node or {}).get("status") or {}).get("addresses") or []
     return next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
+
+
+def _kept(node: dict) -> dict:
+    """What the ledger keeps of a Node: all that parse_node and inspect read, none of its
+    images, conditions or managedFields (tens of KiB on a real node)."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
+            "status": {"allocatable": dict(status.get("allocatable") or {}),
+                       "addresses": list(status.get("addresses") or [])}}
 
 
 def _unaccounted_json(item: Unaccounted) -> dict:

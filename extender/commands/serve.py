@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.clusterfile import ClusterFileError, load
+    from extender.clusterfile import ClusterFileError, check
     from extender.server import ExtenderServer
 
     if not 0 < args.port < 65536:
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.cluster:
         try:
-            load(args.cluster)  # fail here, clearly, rather than inside the worker
+            check(args.cluster)  # fail here, clearly, rather than inside the worker
         except ClusterFileError as exc:
             print(f"cgpu-extender: {exc}", file=sys.stderr)
             return 2

@@ -80,8 +80,7 @@ class ExtenderMachine(RuleBasedStateMachine):
         flipped["metadata"]["labels"]["ack.node.gpu.schedule"] = new_mode
         gpus = int(flipped["status"]["allocatable"]["aliyun.com/gpu-count"])
         flipped["status"]["allocatable"]["aliyun.com/gpu-core.percentage"] = str(100 * gpus)
-        self.extender.ledger.observe_node(flipped)
-        self.cluster._nodes = [flipped if n["metadata"]["name"] == name else n for n in self.cluster._nodes]
+        self.extender.ledger.observe_node(flipped)  # the dump the restart reads comes from the ledger
 
     @invariant()
     def no_gpu_over_capacity(self):
