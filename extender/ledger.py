@@ -32,6 +32,7 @@ from policy.names import MODE_CORE, MODE_NAMES, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
 from policy.reasons import MESSAGES
+from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
 from policy.request import GPURequest, InvalidRequest, parse_pod_request
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -162,13 +163,24 @@ class Ledger:
         """``(rows, layout)`` of node names (see :meth:`ClusterState.lookup`)."""
         return self.state.lookup(names)
 
+    def _reads_in_place(self, rows: np.ndarray) -> bool:
+        """Whether to evaluate every row in place and pick ``rows`` from the result,
+        rather than gather ``rows`` first: gathering copies 16 arrays, so reading in
+        place wins from about a sixth of all rows up (measured at 5,000 nodes)."""
+        return 6 * len(rows) >= len(self.state.names)
+
     def check_rows(self, request: GPURequest, rows: np.ndarray) -> np.ndarray:
         """Reason codes (``FITS`` = fits) for the nodes at ``rows``: the filter's question."""
-        return gpu_fit(self.state.view(rows), request)[1]
+        if not self._reads_in_place(rows):
+            return gpu_fit(self.state.view(rows), request)[1]
+        reason = gpu_fit(self.state.view_live(), request)[1]
+        return np.where(rows >= 0, reason[np.maximum(rows, 0)], REASON_UNKNOWN).astype(np.int8)
 
     def evaluate_rows(self, request: GPURequest, rows: np.ndarray, score: bool = True) -> Evaluation:
         """Full evaluation (reasons, GPU choice, raw scores) for the nodes at ``rows``."""
-        return evaluate(self.state.view(rows), request, self.strategy, score=score)
+        if not self._reads_in_place(rows):
+            return evaluate(self.state.view(rows), request, self.strategy, score=score)
+        return evaluate(self.state.view_live(), request, self.strategy, score=score).take(rows)
 
     def check(self, request: GPURequest, names: list) -> np.ndarray:
         """:meth:`check_rows` by node names."""

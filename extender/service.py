@@ -17,12 +17,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from itertools import compress
 import numpy as np
 
 from extender import wire
 from extender.cluster import ClusterError
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.replies import ReplyWriter
+from policy.reasons import FITS
 from extender.logs import fields, get_logger
 from policy.request import InvalidRequest, parse_pod_request
 
@@ -106,6 +108,9 @@ class Extender:
             codes = np.zeros(len(rows), dtype=np.int8)
         else:
             codes = self.ledger.check_rows(request, rows)
+            passed = codes == FITS
+            # kube-scheduler asks prioritize about exactly the nodes that pass here
+            self.ledger.state.remember(list(compress(args.names, passed)), rows[passed], layout)
         return self.replies.filter(args.names, args.nodes, rows, layout, codes)
 
     # -- prioritize ------------------------------------------------------------

@@ -5,10 +5,17 @@ reused after a node is removed; columns grow when a node with more GPUs than
 any before it arrives. GPU slots beyond a node's ``gpu_count`` have zero
 capacity and are never healthy.
 
+Besides capacity and usage, each GPU slot carries values derived from them
+and kept up to date on every write, so that a filter pass reads them instead
+of recomputing them: free memory and compute, ``usable`` (healthy and below
+the node's pod limit) and ``full`` (see :func:`fullness_of`).
+
 Readers call :meth:`ClusterState.view` to gather the rows they need into a
-:class:`NodesView` (a copy, so a reader is never torn by a later resize).
-Writers serialise on the state's lock; callers that must check and then write
-atomically (bind) hold their own per-node lock around both.
+:class:`NodesView` (a copy), or :meth:`ClusterState.view_live` to read every
+row in place when they need most of them (no copy; a row being written at the
+same moment may be read half-updated, which is why bind re-checks under the
+node's lock). Writers serialise on the state's lock; callers that must check
+and then write atomically (bind) hold their own per-node lock around both.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policy.names import BINPACK, MODE_NONE
+from policy.names import BINPACK, MODE_CORE, MODE_NONE
 from policy.node import NodeSpec
 
 
@@ -39,14 +46,29 @@ class NodesView:
     core_used: np.ndarray  # (n, G)
     pods: np.ndarray  # (n, G) pods holding a share of the GPU
     healthy: np.ndarray  # (n, G) bool: the GPU exists and is not unhealthy
+    mem_free: np.ndarray  # (n, G) mem_total - mem_used
+    core_free: np.ndarray  # (n, G) core_total - core_used
+    usable: np.ndarray  # (n, G) bool: healthy and below the node's pod limit
+    full: np.ndarray  # (n, G) float: fullness_of(...) of the GPU
 
     def __len__(self) -> int:
         return len(self.known)
 
 
 _ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods")
-_GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
-_DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool}
+_BASE_GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
+_DERIVED_FIELDS = ("mem_free", "core_free", "usable", "full")
+_GPU_FIELDS = _BASE_GPU_FIELDS + _DERIVED_FIELDS
+_DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool, "usable": bool, "full": np.float64,
+           "live": bool}
+
+
+def fullness_of(mem_used, mem_total, core_used, core_total, core_mode) -> np.ndarray:
+    """How full GPUs are: ``mem_used / mem_total``, averaged with ``core_used /
+    core_total`` where ``core_mode`` (core_mem nodes); 0 where there is no capacity."""
+    mem = np.divide(mem_used, mem_total, out=np.zeros(np.shape(mem_used)), where=mem_total > 0)
+    core = np.divide(core_used, core_total, out=np.zeros(np.shape(core_used)), where=core_total > 0)
+    return np.where(core_mode, (mem + core) / 2, mem)
 
 
 class RowIndex(dict):
@@ -73,7 +95,7 @@ class ClusterState:
     # -- storage -----------------------------------------------------------
     @staticmethod
     def _allocate(rows: int, gpus: int) -> dict:
-        arrays = {f: np.zeros(rows, dtype=_DTYPES.get(f, np.int64)) for f in _ROW_FIELDS}
+        arrays = {f: np.zeros(rows, dtype=_DTYPES.get(f, np.int64)) for f in _ROW_FIELDS + ("live",)}
         arrays.update({f: np.zeros((rows, gpus), dtype=_DTYPES.get(f, np.int64)) for f in _GPU_FIELDS})
         return arrays
 
@@ -81,7 +103,7 @@ class ClusterState:
         old = self._arrays
         new = self._allocate(rows, gpus)
         n, g = old["mem_total"].shape
-        for f in _ROW_FIELDS:
+        for f in _ROW_FIELDS + ("live",):
             new[f][:n] = old[f]
         for f in _GPU_FIELDS:
             new[f][:n, :g] = old[f]
@@ -111,6 +133,7 @@ class ClusterState:
             if row >= rows or spec.gpu_count > gpus:
                 self._grow(max(rows * 2 if row >= rows else rows, row + 1), max(gpus, spec.gpu_count))
             a = self._arrays
+            a["live"][row] = True
             a["mode"][row] = spec.mode
             a["placement"][row] = spec.placement
             a["max_pod"][row] = spec.max_pod
@@ -120,9 +143,19 @@ class ClusterState:
             a["core_total"][row] = np.where(present, spec.core_per_gpu, 0)
             unhealthy = np.isin(np.arange(self.gpu_slots), list(spec.unhealthy))
             a["healthy"][row] = present & ~unhealthy
+            self._derive(row)
             self.specs[spec.name] = spec
             self.generation += 1
             return row
+
+    def _derive(self, row: int) -> None:
+        """Recompute the derived values of one row from its capacity and usage."""
+        a = self._arrays
+        a["mem_free"][row] = a["mem_total"][row] - a["mem_used"][row]
+        a["core_free"][row] = a["core_total"][row] - a["core_used"][row]
+        a["usable"][row] = a["healthy"][row] & (a["pods"][row] < a["max_pod"][row])
+        a["full"][row] = fullness_of(a["mem_used"][row], a["mem_total"][row], a["core_used"][row],
+                                     a["core_total"][row], a["mode"][row] == MODE_CORE)
 
     def remove_node(self, name: str) -> None:
         """Drop a node's row (its usage with it)."""
@@ -133,7 +166,7 @@ class ClusterState:
             self.names[row] = None
             self.layout += 1
             self.specs.pop(name, None)
-            for f in _ROW_FIELDS:
+            for f in _ROW_FIELDS + ("live",):
                 self._arrays[f][row] = 0
             for f in _GPU_FIELDS:
                 self._arrays[f][row] = 0
@@ -162,6 +195,7 @@ class ClusterState:
                 a["core_used"][row, gpu] += sign * core.get(gpu, 0)
                 a["pods"][row, gpu] += sign
             a["core_pods" if wants_core else "memory_pods"][row] += sign
+            self._derive(row)
             self.generation += 1
 
     # -- reading -------------------------------------------------------------
@@ -188,6 +222,16 @@ class ClusterState:
         self._lookup_memo[len(names)] = (layout, names, rows)
         return rows, layout
 
+    def remember(self, names: list, rows: np.ndarray, layout: int) -> None:
+        """Let a later :meth:`lookup` of a list equal to ``names`` answer ``rows``
+        (e.g. the nodes a filter passed, which prioritize will ask about)."""
+        if layout == self.layout:
+            rows = np.array(rows)
+            rows.flags.writeable = False
+            if len(self._lookup_memo) >= 16:
+                self._lookup_memo.clear()
+            self._lookup_memo[len(names)] = (layout, names, rows)
+
     def rows(self, names) -> np.ndarray:
         """Rows of ``names`` in order, -1 for a name the state does not know."""
         return self.lookup(list(names))[0]
@@ -203,6 +247,12 @@ class ClusterState:
             for f in _ROW_FIELDS + _GPU_FIELDS:
                 gathered[f][unknown] = 0
         return NodesView(known=known, **gathered)
+
+    def view_live(self) -> NodesView:
+        """Every row in use, read in place (row i of the view is row i of the state)."""
+        a = self._arrays
+        n = len(self.names)
+        return NodesView(known=a["live"][:n], **{f: a[f][:n] for f in _ROW_FIELDS + _GPU_FIELDS})
 
     def view_all(self) -> tuple[list[str], NodesView]:
         """Every live node's name and its row, in row order."""
