@@ -28,7 +28,7 @@ import numpy as np
 from extender import annotations as A
 from extender.logs import fields, get_logger
 from policy.allocation import per_gpu, split
-from policy.names import MODE_CORE, MODE_NAMES, PLACEMENT_NAMES, UNLIMITED_PODS
+from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
 from policy.reasons import MESSAGES
@@ -345,44 +345,50 @@ class Ledger:
         self._unaccounted.pop(uid, None)
 
     # -- inspection ------------------------------------------------------------
+    def summary(self) -> dict:
+        """Cluster totals, from the arrays alone (cheap enough for every metrics scrape).
+
+        GPU memory counts on sharing nodes and on any node still holding
+        allocations; compute counts on core_mem nodes.
+        """
+        _, view = self.state.view_all()
+        memory_used, core_used = view.mem_used.sum(axis=1), view.core_used.sum(axis=1)
+        counted = (view.mode != MODE_NONE) | (memory_used > 0)
+        core_nodes = view.mode == MODE_CORE
+        return {
+            "memory": {"used": int(memory_used[counted].sum()), "total": int(view.mem_total[counted].sum())},
+            "core": {"used": int(core_used[core_nodes].sum()), "total": int(view.core_total[core_nodes].sum())},
+            "allocations": len(self._allocations),
+            "unaccountedPods": len(self._unaccounted),
+        }
+
     def inspect(self) -> dict:
         """Every node, every GPU: used/total memory and compute, the pods on it."""
         names, view = self.state.view_all()
         nodes = []
-        totals = {"memoryUsed": 0, "memoryTotal": 0, "coreUsed": 0, "coreTotal": 0}
         unaccounted_by_node = defaultdict(list)
         for item in self._unaccounted.values():
             unaccounted_by_node[item.node].append(item)
         for i, name in enumerate(names):
             spec = self.state.specs[name]
-            gpus = []
-            for g in range(int(view.gpu_count[i])):
-                pods = []
-                for allocation in self._by_node.get(name, {}).values():
-                    mem = allocation.memory_per_gpu.get(g, 0)
-                    core = allocation.core_per_gpu.get(g, 0)
-                    if g in allocation.memory_per_gpu or g in allocation.core_per_gpu:
-                        pods.append({
-                            "namespace": allocation.pod.namespace, "name": allocation.pod.name,
-                            "uid": allocation.pod.uid, "memory": mem, "core": core,
-                            "source": allocation.source, "confirmed": allocation.confirmed,
-                            "annotations": dict(allocation.annotations),
-                        })
-                gpus.append({
-                    "index": g,
-                    "healthy": bool(view.healthy[i, g]),
-                    "memory": {"used": int(view.mem_used[i, g]), "total": int(view.mem_total[i, g])},
-                    "core": {"used": int(view.core_used[i, g]), "total": int(view.core_total[i, g])},
-                    "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])),
-                })
-            memory = {"used": int(view.mem_used[i].sum()), "total": int(view.mem_total[i].sum())}
-            core = {"used": int(view.core_used[i].sum()), "total": int(view.core_total[i].sum())}
-            if spec.mode != 0 or memory["used"]:
-                totals["memoryUsed"] += memory["used"]
-                totals["memoryTotal"] += memory["total"]
-            if spec.mode == MODE_CORE:
-                totals["coreUsed"] += core["used"]
-                totals["coreTotal"] += core["total"]
+            pods_by_gpu = defaultdict(list)
+            for allocation in list(self._by_node.get(name, {}).values()):
+                memory, core = allocation.memory_per_gpu, allocation.core_per_gpu
+                annotations = allocation.annotations
+                for g in sorted(set(memory) | set(core)):
+                    pods_by_gpu[g].append({
+                        "namespace": allocation.pod.namespace, "name": allocation.pod.name,
+                        "uid": allocation.pod.uid, "memory": memory.get(g, 0), "core": core.get(g, 0),
+                        "source": allocation.source, "confirmed": allocation.confirmed,
+                        "annotations": annotations,
+                    })
+            gpus = [{
+                "index": g,
+                "healthy": bool(view.healthy[i, g]),
+                "memory": {"used": int(view.mem_used[i, g]), "total": int(view.mem_total[i, g])},
+                "core": {"used": int(view.core_used[i, g]), "total": int(view.core_total[i, g])},
+                "pods": sorted(pods_by_gpu.get(g, []), key=lambda p: (p["namespace"], p["name"])),
+            } for g in range(int(view.gpu_count[i]))]
             nodes.append({
                 "name": name,
                 "address": _internal_ip(self._nodes.get(name)),
@@ -392,24 +398,19 @@ class Ledger:
                 "maxPodsPerGPU": None if spec.max_pod == UNLIMITED_PODS else spec.max_pod,
                 "problem": spec.problem,
                 "warnings": list(spec.warnings),
-                "memory": memory,
-                "core": core,
+                "memory": {"used": int(view.mem_used[i].sum()), "total": int(view.mem_total[i].sum())},
+                "core": {"used": int(view.core_used[i].sum()), "total": int(view.core_total[i].sum())},
                 "gpus": gpus,
                 "unaccounted": [_unaccounted_json(u) for u in unaccounted_by_node.pop(name, [])],
             })
         orphans = [
             {"node": a.node, "namespace": a.pod.namespace, "name": a.pod.name, "uid": a.pod.uid,
              "memory": a.memory_per_gpu, "core": a.core_per_gpu}
-            for a in self._allocations.values() if a.node not in self.state.index
+            for a in list(self._allocations.values()) if a.node not in self.state.index
         ]
         return {
             "nodes": nodes,
-            "summary": {
-                "memory": {"used": totals["memoryUsed"], "total": totals["memoryTotal"]},
-                "core": {"used": totals["coreUsed"], "total": totals["coreTotal"]},
-                "allocations": len(self._allocations),
-                "unaccountedPods": len(self._unaccounted),
-            },
+            "summary": self.summary(),
             "allocationsOnUnknownNodes": orphans,
             "unaccountedOnUnknownNodes": [_unaccounted_json(u) for items in unaccounted_by_node.values()
                                           for u in items],

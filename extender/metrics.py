@@ -22,7 +22,7 @@ def _family(lines: list, name: str, kind: str, help_text: str, samples) -> None:
 def render(extender) -> str:
     ledger = extender.ledger
     counters = ledger.counters
-    summary = ledger.inspect()["summary"]
+    summary = ledger.summary()
     lines: list = []
     gauges = (
         ("cgpu_ready", "1 once the cluster view is complete", int(extender.ready())),

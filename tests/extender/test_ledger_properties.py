@@ -107,6 +107,19 @@ class ExtenderMachine(RuleBasedStateMachine):
         assert ledger_fingerprint(fresh)[1] == ledger_fingerprint(ledger)[1]
 
     @invariant()
+    def summary_adds_up_what_inspect_shows(self):
+        report = self.extender.ledger.inspect()
+        nodes = report["nodes"]
+        memory = [n for n in nodes if n["sharing"] != "none" or n["memory"]["used"]]
+        core = [n for n in nodes if n["sharing"] == "memory+core"]
+        assert report["summary"]["memory"] == {"used": sum(n["memory"]["used"] for n in memory),
+                                               "total": sum(n["memory"]["total"] for n in memory)}
+        assert report["summary"]["core"] == {"used": sum(n["core"]["used"] for n in core),
+                                             "total": sum(n["core"]["total"] for n in core)}
+        per_gpu_pods = sum(len(g["pods"]) for n in nodes for g in n["gpus"])
+        assert per_gpu_pods == sum(len(a.memory_per_gpu) for a in self.extender.ledger.allocations())
+
+    @invariant()
     def a_restart_rebuilds_the_same_ledger(self):
         restarted = Ledger(ClusterState(), make_strategy())
         EmbeddedCluster(self.cluster.objects(), source="restart").start(restarted)
