@@ -150,21 +150,25 @@ def schedule(port: int, pods: list, names: list, node_objects: list | None, run:
             run.cycle_server.append(filter_server + prioritize_server + server_ms)
             sizes.setdefault(uid, {})["bind"] = len(data)
 
+    def ask(verb: str, pod: dict, nodes: list, uid: str, want: dict):
+        """One filter or prioritize call about ``nodes`` (names, or Node objects when
+        ``node_objects`` is given): (decoded reply, server ms)."""
+        t = time.perf_counter()
+        body = orjson.dumps({"Pod": pod, "Nodes": None if node_objects is None else {"items": nodes},
+                             "NodeNames": nodes if node_objects is None else None})
+        encode_ms = (time.perf_counter() - t) * 1000
+        data, client_ms, server_ms = main.post(f"{base}/{verb}", body, {"X-Reply-Bytes": str(want.get(verb, 2))})
+        t = time.perf_counter()
+        reply = orjson.loads(data)
+        run.add(verb, client_ms, server_ms, encode_ms + (time.perf_counter() - t) * 1000)
+        sizes.setdefault(uid, {})[verb] = len(data)
+        return reply, server_ms
+
     started_all = time.perf_counter()
     for pod in pods:
         uid = pod["metadata"]["uid"]
         want = (floor_sizes or {}).get(uid, {})
-
-        t = time.perf_counter()
-        body = orjson.dumps({"Pod": pod, "Nodes": None if node_objects is None else {"items": node_objects},
-                             "NodeNames": names if node_objects is None else None})
-        encode_ms = (time.perf_counter() - t) * 1000
-        headers = {"X-Reply-Bytes": str(want.get("filter", 2))}
-        data, client_ms, filter_server = main.post(f"{base}/filter", body, headers)
-        t = time.perf_counter()
-        result = orjson.loads(data)
-        run.add("filter", client_ms, filter_server, encode_ms + (time.perf_counter() - t) * 1000)
-        sizes.setdefault(uid, {})["filter"] = len(data)
+        result, filter_server = ask("filter", pod, names if node_objects is None else node_objects, uid, want)
         if floor_sizes is None:
             feasible = result["NodeNames"]
             if not feasible:
@@ -178,18 +182,9 @@ def schedule(port: int, pods: list, names: list, node_objects: list | None, run:
         prioritize_server = 0.0
         chosen = feasible[0]
         if len(feasible) > 1:  # kube-scheduler skips prioritize with one feasible node
-            t = time.perf_counter()
-            kept = None if node_objects is None else [n for n in node_objects
-                                                     if n["metadata"]["name"] in set(feasible)]
-            body = orjson.dumps({"Pod": pod, "Nodes": None if kept is None else {"items": kept},
-                                 "NodeNames": feasible if kept is None else None})
-            encode_ms = (time.perf_counter() - t) * 1000
-            headers = {"X-Reply-Bytes": str(want.get("prioritize", 2))}
-            data, client_ms, prioritize_server = main.post(f"{base}/prioritize", body, headers)
-            t = time.perf_counter()
-            scores = orjson.loads(data)
-            run.add("prioritize", client_ms, prioritize_server, encode_ms + (time.perf_counter() - t) * 1000)
-            sizes[uid]["prioritize"] = len(data)
+            wanted = set(feasible)
+            kept = feasible if node_objects is None else [n for n in node_objects if n["metadata"]["name"] in wanted]
+            scores, prioritize_server = ask("prioritize", pod, kept, uid, want)
             if floor_sizes is None:
                 top = max(s["Score"] for s in scores)
                 chosen = rng.choice([s["Host"] for s in scores if s["Score"] == top])
