@@ -3,8 +3,9 @@
 For each arriving pod (order from :func:`benchmarks.protocol.arrivals`):
 kube-scheduler's filters (:mod:`benchmarks.kube`), then the extender's path
 exactly as the service drives it — ``strategy.observe(request)`` once for the
-new pod, ``Ledger.check`` (filter), ``Ledger.evaluate(...).scores()``
-(prioritize, integers 0..10), kube-scheduler's choice among the top totals,
+new pod, ``Ledger.lookup`` + ``Ledger.check_rows`` (filter),
+``Ledger.evaluate_rows(...).scores()`` (prioritize, integers 0..10),
+kube-scheduler's choice among the top totals,
 and ``Ledger.reserve`` (bind: GPU choice and allocation). A pod that fits
 nowhere is dropped. A CPU-only pod is bound by the cluster, which the ledger
 learns as it would from its informer (``Ledger.observe_pod``). Only JSON is
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
 
@@ -94,9 +96,10 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
             if observe is not None:
                 observe(request)
             if asks_gpu and len(candidates):
-                candidates = candidates[ledger.check(request, names[candidates].tolist()) == FITS]
+                candidates = _filter(ledger, request, names[candidates].tolist(), candidates)
             if len(candidates):
-                extender = ledger.evaluate(request, names[candidates].tolist()).scores()
+                rows, _ = ledger.lookup(names[candidates].tolist())
+                extender = ledger.evaluate_rows(request, rows).scores()
             elapsed = time.perf_counter_ns() - start
         if not len(candidates):
             if asks_gpu or setting == "paper":
@@ -120,6 +123,14 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
     shapes = list(zip(seq.num_gpu[:limit].tolist(), seq.gpu_milli[:limit].tolist()))
     return Run(policy, mapping, setting, seed, capacity, demand[:limit], placed, shapes,
                np.array(timings, dtype=np.int64), consistent, extra={"ledger": ledger, "kube": kube})
+
+
+def _filter(ledger: Ledger, request, asked: list, candidates: np.ndarray) -> np.ndarray:
+    """The extender's filter as the service runs it: rows by name, check, and the passed rows remembered."""
+    rows, layout = ledger.lookup(asked)
+    passed = ledger.check_rows(request, rows) == FITS
+    ledger.state.remember(list(compress(asked, passed)), rows[passed], layout)
+    return candidates[passed]
 
 
 def _bound_pod(uid: str, name: str, node: str, cpu: int, mib: int) -> dict:

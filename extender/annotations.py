@@ -34,6 +34,9 @@ class Recovered:
     memory: dict  # container index → {GPU index → GiB}
     core: dict  # container index → {GPU index → units}; {} when memory-only
     source: str  # "v2" or "v1"
+    gpu_memory: int = 0  # one GPU's GiB as the record says (0 when it does not)
+    assume_ns: int = 0
+    assigned: bool = False  # the device plugin has taken the allocation
 
 
 def _dump(nested: dict) -> str:
@@ -41,27 +44,33 @@ def _dump(nested: dict) -> str:
     return json.dumps(ordered, separators=(",", ":"))
 
 
-def write(memory: dict, core: dict, gpu_memory: int, assume_ns: int) -> dict:
+def write(memory: dict, core: dict, gpu_memory: int, assume_ns: int, assigned: bool = False,
+          v1_only: bool = False) -> dict:
     """Annotations for an allocation (``memory``/``core`` as from ``policy.allocation.split``).
 
     ``gpu_memory`` is one GPU's total GiB on the node; ``assume_ns`` the bind
-    time in Unix nanoseconds.
+    time in Unix nanoseconds; ``assigned`` whether the device plugin has taken
+    it (never, at bind). ``v1_only`` writes only the legacy keys (for showing a
+    pod that carries only those).
     """
     gpus = sorted({g for per in memory.values() for g in per})
-    annotations = {
-        V2_ALLOCATION: _dump(memory),
-        V2_DEVICE: json.dumps({str(g): gpu_memory for g in gpus}, separators=(",", ":")),
-        V2_ASSIGNED: "false",
-        V2_ASSUME_TIME: str(assume_ns),
-    }
-    if core:
-        annotations[V2_CORE] = _dump(core)
+    flag = "true" if assigned else "false"
+    annotations = {}
+    if not v1_only:
+        annotations.update({
+            V2_ALLOCATION: _dump(memory),
+            V2_DEVICE: json.dumps({str(g): gpu_memory for g in gpus}, separators=(",", ":")),
+            V2_ASSIGNED: flag,
+            V2_ASSUME_TIME: str(assume_ns),
+        })
+        if core:
+            annotations[V2_CORE] = _dump(core)
     if len(gpus) == 1:
         annotations.update({
             V1_INDEX: str(gpus[0]),
             V1_POD: str(sum(sum(per.values()) for per in memory.values())),
             V1_DEVICE: str(gpu_memory),
-            V1_ASSIGNED: "false",
+            V1_ASSIGNED: flag,
             V1_ASSUME_TIME: str(assume_ns),
         })
     return annotations
@@ -90,7 +99,10 @@ def read(annotations: dict | None, request: GPURequest | None) -> Recovered | No
     memory = _load(annotations.get(V2_ALLOCATION))
     if memory:
         core = _load(annotations.get(V2_CORE)) or {}
-        return Recovered(memory, core, "v2")
+        devices = _load('{"0":' + annotations[V2_DEVICE] + "}") if annotations.get(V2_DEVICE) else None
+        gpu_memory = max(devices[0].values(), default=0) if devices else _number(annotations.get(V1_DEVICE))
+        return Recovered(memory, core, "v2", gpu_memory, _number(annotations.get(V2_ASSUME_TIME)),
+                         annotations.get(V2_ASSIGNED) == "true")
     index, total = annotations.get(V1_INDEX), annotations.get(V1_POD)
     if index is None or total is None or not str(index).isdigit() or not str(total).isdigit():
         return None
@@ -99,4 +111,10 @@ def read(annotations: dict | None, request: GPURequest | None) -> Recovered | No
     core = {}
     if request is not None and request.wants_core:
         core = {first: {gpu: request.core}}
-    return Recovered({first: {gpu: int(total)}}, core, "v1")
+    return Recovered({first: {gpu: int(total)}}, core, "v1", _number(annotations.get(V1_DEVICE)),
+                     _number(annotations.get(V1_ASSUME_TIME)), annotations.get(V1_ASSIGNED) == "true")
+
+
+def _number(raw) -> int:
+    """A whole number annotation, 0 when absent or malformed."""
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else 0

@@ -4,6 +4,7 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize, bind      the kube-scheduler extender verbs
     GET  inspect                       every node and GPU, used/total, pods
+    GET  metrics                       counters and gauges, Prometheus text format
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, Flask, Response, request
+from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from extender import wire
+from extender import metrics, wire
 from extender.cluster import make_cluster
 from extender.config import Config
 from extender.ledger import Ledger
@@ -38,7 +39,7 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     """The extender service for ``config``, its cluster started."""
     strategy = make_strategy(config.scoring, seed=config.seed)
     ledger = Ledger(ClusterState(), strategy)
-    cluster = cluster if cluster is not None else make_cluster(config.cluster_file)
+    cluster = cluster if cluster is not None else make_cluster(config)
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size,
                         score_all_pods=config.score_all_pods)
     cluster.start(ledger)
@@ -60,19 +61,23 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.post("/filter")
     def filter_():
-        return _json(extender.filter(request.get_data()))
+        return Response(extender.filter(request.get_data()), mimetype=JSON)
 
     @routes.post("/prioritize")
     def prioritize():
-        return _json(extender.prioritize(request.get_data()))
+        return Response(extender.prioritize(request.get_data()), mimetype=JSON)
 
     @routes.post("/bind")
     def bind():
-        return _json(extender.bind(request.get_data()))
+        return Response(extender.bind(request.get_data()), mimetype=JSON)
 
     @routes.get("/inspect")
     def inspect():
         return _json(extender.inspect())
+
+    @routes.get("/metrics")
+    def metrics_():
+        return Response(metrics.render(extender), mimetype=None, content_type=metrics.CONTENT_TYPE)
 
     @routes.get("/healthz")
     def healthz():
@@ -84,6 +89,18 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
         return _json({"ready": ready}, 200 if ready else 503)
 
     app.register_blueprint(routes)
+
+    @app.before_request
+    def start_timer():
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def server_timing(response: Response) -> Response:
+        """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply."""
+        started = g.get("started")
+        if started is not None:
+            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
+        return response
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

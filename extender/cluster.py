@@ -9,8 +9,15 @@ A backend has:
 * ``get_pod(namespace, name, uid)`` — the Pod for a bind the filter cache
   does not hold, or None;
 * ``bind(pod, node, annotations)`` — write the annotations on the pod and bind
-  it to the node; raise :class:`ClusterError` if that fails;
+  it to the node; raise :class:`ClusterError` if that fails (with
+  ``ambiguous`` set when it cannot tell whether the binding took effect);
+* ``pod_node(namespace, name, uid)`` — the node the pod is bound to now, read
+  from the source of truth (None when unbound); ClusterError if it cannot
+  tell;
 * ``stop()``.
+
+Backends: :class:`extender.embedded.EmbeddedCluster` (demo, cluster file) and
+:class:`extender.kube.backend.KubernetesCluster` (the API server).
 """
 
 from __future__ import annotations
@@ -19,14 +26,24 @@ from __future__ import annotations
 class ClusterError(Exception):
     """The cluster refused or failed an operation (patch, binding)."""
 
+    status: int | None = None  # the API server's HTTP status, when it answered
+    ambiguous: bool = False  # the operation may have taken effect after all
 
-def make_cluster(cluster_file: str | None = None):
-    """The embedded backend on ``cluster_file``, or on the built-in demo."""
-    from extender.clusterfile import load
+
+def make_cluster(config):
+    """The backend ``config`` asks for: its cluster file, the Kubernetes API, or the demo."""
+    if config.cluster_file:
+        from extender.clusterfile import stream
+        from extender.embedded import EmbeddedCluster
+
+        return EmbeddedCluster(stream(config.cluster_file), source=config.cluster_file)
+    if config.kubernetes:
+        from extender.kube import connect
+        from extender.kube.backend import KubernetesCluster
+
+        return KubernetesCluster.from_configuration(connect.load(config.kubeconfig),
+                                                    source=connect.available(config.kubeconfig) or "kubernetes")
     from extender.demo import demo_objects
     from extender.embedded import EmbeddedCluster
 
-    if cluster_file:
-        objects, _skipped = load(cluster_file)
-        return EmbeddedCluster(objects, source=cluster_file)
     return EmbeddedCluster(demo_objects(), source="demo")

@@ -2,12 +2,18 @@
 
 Accepts what ``kubectl get nodes,pods -o yaml`` prints (a ``kind: List``), a
 typed list (``NodeList``, ``PodList``), single objects, or several YAML
-documents in one file. Objects of other kinds are skipped and counted.
+documents in one file. A file named ``*.jsonl`` or ``*.ndjson`` holds one JSON
+object per line (``kubectl get nodes,pods -o json | jq -c '.items[]'``) and is
+read a line at a time, so a dump of 10^5 pods never sits in memory whole.
+Objects of other kinds are skipped and counted.
 """
 
 from __future__ import annotations
 
+import orjson
 import yaml
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 KINDS = ("Node", "Pod", "ConfigMap")
 
@@ -37,24 +43,73 @@ def _flatten(document, path: str, found: list, skipped: list) -> None:
 
 def parse_objects(text: str, path: str = "<cluster>") -> tuple[list, list]:
     """``(objects, skipped kinds)`` from the text of a cluster file."""
+    documents = None
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            documents = [orjson.loads(text)]  # JSON is YAML too, but parses far faster this way
+        except orjson.JSONDecodeError:
+            pass
     try:
-        documents = list(yaml.safe_load_all(text))
+        if documents is None:
+            documents = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         raise ClusterFileError(f"{path}: not valid YAML or JSON: {exc}") from None
     found, skipped = [], []
     for document in documents:
         _flatten(document, path, found, skipped)
     for obj in found:
-        if not ((obj.get("metadata") or {}).get("name")):
-            raise ClusterFileError(f"{path}: a {obj.get('kind')} has no metadata.name")
+        _checked(obj, path)
     return found, skipped
 
 
-def load(path: str) -> tuple[list, list]:
-    """Read and parse a cluster file."""
+STREAMED = (".jsonl", ".ndjson")
+
+
+def _checked(obj: dict, path: str) -> dict:
+    if not ((obj.get("metadata") or {}).get("name")):
+        raise ClusterFileError(f"{path}: a {obj.get('kind')} has no metadata.name")
+    return obj
+
+
+def stream(path: str, skipped: list | None = None):
+    """The objects of a cluster file, one at a time (see module doc)."""
+    skipped = [] if skipped is None else skipped
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        handle = open(path, "rb")
     except OSError as exc:
         raise ClusterFileError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_objects(text, path)
+    with handle:
+        if not path.endswith(STREAMED):
+            try:
+                text = handle.read().decode("utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ClusterFileError(f"{path}: cannot read: {exc}") from None
+            objects, found_skipped = parse_objects(text, path)
+            skipped.extend(found_skipped)
+            del text
+            objects.reverse()
+            while objects:
+                yield objects.pop()  # handed on one at a time, so each can be freed once used
+            return
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                document = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise ClusterFileError(f"{path}:{number}: not a JSON object: {exc}") from None
+            found: list = []
+            _flatten(document, f"{path}:{number}", found, skipped)
+            for obj in found:
+                yield _checked(obj, f"{path}:{number}")
+
+
+def load(path: str) -> tuple[list, list]:
+    """Read and parse a whole cluster file: ``(objects, skipped kinds)``."""
+    skipped: list = []
+    return list(stream(path, skipped)), skipped
+
+
+def check(path: str) -> int:
+    """Read a cluster file through, keeping nothing; the number of objects (or ClusterFileError)."""
+    return sum(1 for _ in stream(path))

@@ -12,7 +12,9 @@ DEFAULT_PORT = 32766
 @dataclass
 class Config:
     prefix: str = DEFAULT_PREFIX  # URL prefix of every route
-    cluster_file: str | None = None  # embedded cluster from this file; None = the demo
+    cluster_file: str | None = None  # embedded cluster from this file (wins over everything else)
+    kubernetes: bool = False  # use the Kubernetes API server (else the built-in demo)
+    kubeconfig: str | None = None  # with kubernetes: this kubeconfig; None = in-cluster or the default one
     scoring: str = "ack"  # node scoring strategy (policy.scoring)
     seed: int = 0  # for strategies that draw random numbers
     pod_cache_size: int = 10000  # Pods remembered from filter for bind

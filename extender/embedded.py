@@ -1,45 +1,69 @@
 """The embedded cluster: nodes and pods held in memory, no API server.
 
-It serves the built-in demo or a cluster file. Binding records the pod as
-bound with its annotations, so :meth:`EmbeddedCluster.objects` is a dump a
-new process can be started from (it rebuilds the same ledger). The Pod
-objects that bind needs come from the preceding filter call (the service
-caches them by UID) or from unbound pods in the file.
+It serves the built-in demo or a cluster file. Contract:
+
+* ``start`` feeds every Node, unhealthy-GPU ConfigMap and Pod to the ledger;
+  bound pods are then only the ledger's records: no pod body is kept, so a
+  dump of 10^5 pods costs what its allocations cost;
+* unbound pods of the file are kept, for bind (the Pods bind needs otherwise
+  come from the preceding filter call, which the service caches by UID);
+* ``bind`` shows the binding to the ledger at once (the allocation is
+  confirmed); ``delete_pod`` deletes as the API server would;
+* :meth:`EmbeddedCluster.objects` is a replayable dump: the nodes, the
+  ConfigMaps, the unbound pods, and a Pod rendered from every ledger record
+  (allocation, unaccounted pod, bound pod without GPU) with the annotations
+  and requests that rebuild the same ledger.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 
-from extender.ledger import Ledger
+from policy.names import GPU_CORE, GPU_MEM
 
 
 class EmbeddedCluster:
     kind = "embedded"
 
-    def __init__(self, objects: list, source: str = "demo"):
+    def __init__(self, objects, source: str = "demo"):
+        """``objects``: any iterable of v1 objects (a list, or a file being streamed)."""
         self.source = source
         self._lock = threading.Lock()
-        self._nodes = [o for o in objects if o.get("kind") == "Node"]
-        self._configmaps = [o for o in objects if o.get("kind") == "ConfigMap"]
-        self._pods = {}
-        for pod in (o for o in objects if o.get("kind") == "Pod"):
-            meta = pod.get("metadata") or {}
-            self._pods[meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta['name']}"] = pod
+        self._objects = iter(objects)  # consumed by start()
+        self._configmaps: list = []
+        self._pending: dict = {}  # uid → unbound Pod
+        self._plain: dict = {}  # uid → (namespace, name, node) of bound pods that hold no GPU share
         self._ready = False
-        self._ledger: Ledger | None = None
+        self._ledger = None
 
-    def start(self, ledger: Ledger) -> None:
-        """Load everything into ``ledger``; ready when done."""
+    def start(self, ledger) -> None:
+        """Feed every object to ``ledger``, in the order given (pods may precede their node); ready when done."""
         self._ledger = ledger
-        for node in self._nodes:
-            ledger.observe_node(node)
-        for configmap in self._configmaps:
-            ledger.observe_configmap(configmap)
-        for pod in self._pods.values():
-            ledger.observe_pod(pod)
+        objects, self._objects = self._objects, iter(())
+        for obj in objects:
+            kind = obj.get("kind")
+            if kind == "Node":
+                ledger.observe_node(obj)
+            elif kind == "ConfigMap":
+                self._configmaps.append(obj)
+                ledger.observe_configmap(obj)
+            elif kind == "Pod":
+                self._start_pod(ledger, obj)
+        for record in ledger.unaccounted():
+            self._plain.pop(record.pod.uid, None)  # the ledger holds these itself
         self._ready = True
+
+    def _start_pod(self, ledger, pod: dict) -> None:
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            self._pending[uid] = pod
+            return
+        ledger.observe_pod(pod)
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if ledger.allocation(uid) is None and not finished:
+            self._plain[uid] = (meta.get("namespace") or "default", meta.get("name") or "", node)
 
     def stop(self) -> None:
         pass
@@ -49,40 +73,86 @@ class EmbeddedCluster:
 
     def get_pod(self, namespace: str, name: str, uid: str) -> dict | None:
         """An unbound pod from the cluster file, if it has this UID."""
-        pod = self._pods.get(uid)
-        return pod if pod is not None and not (pod.get("spec") or {}).get("nodeName") else None
+        return self._pending.get(uid)
+
+    def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The node the pod with this UID is bound to, None if unbound or unknown."""
+        allocation = self._ledger.allocation(uid) if self._ledger is not None else None
+        if allocation is not None and (allocation.confirmed or allocation.committed):
+            return allocation.node
+        plain = self._plain.get(uid)
+        return plain[2] if plain else None
 
     def bind(self, pod: dict, node: str, annotations: dict) -> None:
-        """Record ``pod`` as bound to ``node`` carrying ``annotations``."""
-        bound = copy.deepcopy(pod)
-        bound.setdefault("apiVersion", "v1")
-        bound["kind"] = "Pod"
-        meta = bound.setdefault("metadata", {})
-        meta.setdefault("namespace", "default")
-        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-        bound.setdefault("spec", {})["nodeName"] = node
-        bound["status"] = {**(bound.get("status") or {}), "phase": "Pending"}
+        """Bind ``pod`` to ``node``; the ledger sees it bound with ``annotations`` at once."""
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid") or ""
+        namespace, name = meta.get("namespace") or "default", meta.get("name") or ""
         with self._lock:
-            self._pods[meta.get("uid") or f"{meta['namespace']}/{meta.get('name')}"] = bound
-        if self._ledger is not None:
-            self._ledger.observe_pod(bound)  # the embedded "API" shows the binding at once
+            self._pending.pop(uid, None)
+            if not annotations:
+                self._plain[uid] = (namespace, name, node)
+        if self._ledger is not None:  # pods without annotations too: the ledger counts every pod's CPU and memory
+            self._ledger.observe_pod({
+                "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
+                "spec": {"nodeName": node, "containers": (pod.get("spec") or {}).get("containers") or []},
+                "status": {"phase": "Pending"},
+            })
 
     def delete_pod(self, namespace: str, name: str) -> str | None:
         """Delete a pod as the API server would; returns its UID, None if there is no such pod."""
+        uid = self._find(namespace, name)
+        if uid is None:
+            return None
         with self._lock:
-            for key, pod in list(self._pods.items()):
-                meta = pod.get("metadata") or {}
-                if (meta.get("namespace") or "default", meta.get("name")) == (namespace, name):
-                    del self._pods[key]
-                    break
-            else:
-                return None
-        uid = meta.get("uid") or ""
+            self._pending.pop(uid, None)
+            self._plain.pop(uid, None)
         if self._ledger is not None:
             self._ledger.forget_pod(uid)
         return uid
 
+    def _find(self, namespace: str, name: str) -> str | None:
+        for uid, pod in list(self._pending.items()):
+            meta = pod.get("metadata") or {}
+            if (meta.get("namespace") or "default", meta.get("name")) == (namespace, name):
+                return uid
+        for uid, (ns, n, _node) in list(self._plain.items()):
+            if (ns, n) == (namespace, name):
+                return uid
+        if self._ledger is not None:
+            for record in self._ledger.allocations() + self._ledger.unaccounted():
+                if (record.pod.namespace, record.pod.name) == (namespace, name):
+                    return record.pod.uid
+        return None
+
     def objects(self) -> list:
-        """Every node, ConfigMap and pod as it stands now (a replayable dump)."""
-        with self._lock:
-            return copy.deepcopy(self._nodes + self._configmaps + list(self._pods.values()))
+        """Nodes, ConfigMaps and pods as they stand now: a dump that rebuilds the same ledger."""
+        ledger = self._ledger
+        pods = list(self._pending.values())
+        if ledger is not None:
+            pods += [_rendered(a.pod, a.node, a.memory, a.core, a.annotations) for a in ledger.allocations()]
+            pods += [_rendered(u.pod, u.node, {0: {0: u.memory}}, {0: {0: u.core}} if u.core else {}, {})
+                     for u in ledger.unaccounted()]
+        pods += [{"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                  "spec": {"nodeName": node, "containers": [{"name": "main"}]}, "status": {"phase": "Running"}}
+                 for uid, (namespace, name, node) in self._plain.items()]
+        nodes = ledger.node_objects() if ledger is not None else []
+        return nodes + self._configmaps + pods
+
+
+def _rendered(pod, node: str, memory: dict, core: dict, annotations: dict) -> dict:
+    """A bound Pod whose containers request ``memory``/``core`` (container → GPU → amount)."""
+    count = max(list(memory) + list(core), default=0) + 1
+    containers = [{"name": f"c{i}"} for i in range(count)]
+    for index in range(count):
+        limits = {}
+        if index in memory:
+            limits[GPU_MEM] = str(sum(memory[index].values()))
+        if index in core and any(core[index].values()):
+            limits[GPU_CORE] = str(sum(core[index].values()))
+        if limits:
+            containers[index]["resources"] = {"limits": limits}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "annotations": annotations},
+            "spec": {"nodeName": node, "containers": containers}, "status": {"phase": "Running"}}

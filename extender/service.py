@@ -1,6 +1,6 @@
 """The extender's verbs, independent of the HTTP framework.
 
-Each verb takes the raw request body and returns the reply object. Contract:
+Each verb takes the raw request body and returns the encoded reply. Contract:
 
 * bad input gets a specific message in the reply (``Error`` for filter and
   bind, all-zero scores for prioritize) and changes nothing;
@@ -23,14 +23,14 @@ import threading
 import time
 from collections import OrderedDict
 from itertools import compress
-
 import numpy as np
 
 from extender import wire
 from extender.cluster import ClusterError
 from extender.ledger import BindRejected, Ledger, PodRef
+from extender.replies import ReplyWriter
+from policy.reasons import FITS
 from extender.logs import fields, get_logger
-from policy.reasons import FITS, MESSAGE_TABLE, UNRESOLVABLE_TABLE
 from policy.request import InvalidRequest, host_request, host_requests, parse_pod_request
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
@@ -67,6 +67,8 @@ class Extender:
         self.cluster = cluster
         self.clock = clock
         self.pods = PodCache(pod_cache_size)
+        self.replies = ReplyWriter(ledger.state)
+        self._pod_locks = [threading.Lock() for _ in range(64)]
         self.log = get_logger()
 
     def ready(self) -> bool:
@@ -81,46 +83,54 @@ class Extender:
                 observe(request)
 
     # -- filter ----------------------------------------------------------------
-    def filter(self, body: bytes) -> dict:
+    def _rows(self, names: list):
+        """``(rows, layout)`` of the request's node names; WireError for non-names."""
+        try:
+            rows, layout = self.ledger.lookup(names)
+        except TypeError:
+            rows = None
+        if rows is None or ((rows < 0).any() and not all(type(n) is str for n in names)):
+            raise wire.WireError("ExtenderArgs.NodeNames must be a list of node names or null")
+        return rows, layout
+
+    def filter(self, body: bytes) -> bytes:
+        """The ``ExtenderFilterResult`` for an ``ExtenderArgs`` body, encoded."""
         try:
             args = wire.parse_extender_args(body)
+            rows, layout = self._rows(args.names)
         except wire.WireError as exc:
             self.log.warning("filter: bad request", extra=fields(error=str(exc)))
-            return wire.filter_error(str(exc))
+            return wire.encode(wire.filter_error(str(exc)))
         if not self.ready():
-            return wire.filter_error(NOT_SYNCED)
-        pod = PodRef.of(args.pod)
+            return wire.encode(wire.filter_error(NOT_SYNCED))
         try:
             request = parse_pod_request(args.pod)
         except InvalidRequest as exc:
             self._remember(args.pod, None)
-            self.log.info("filter: invalid request", extra=fields(pod=str(pod), error=str(exc)))
-            return wire.filter_reply([], [] if args.nodes is not None else None, {},
-                                     dict.fromkeys(args.names, str(exc)))
+            self.log.info("filter: invalid request", extra=fields(pod=str(PodRef.of(args.pod)), error=str(exc)))
+            return wire.encode(wire.filter_reply([], [] if args.nodes is not None else None, {},
+                                                 dict.fromkeys(args.names, str(exc))))
         if request is None and self.score_all_pods:
             request = host_request(*host_requests(args.pod))
         self._remember(args.pod, request)
         if request is None or request.gpu_count == 0:
-            return wire.filter_reply(list(args.names), args.nodes, {}, {})
-        codes = self.ledger.check(request, args.names)
-        ok = codes == FITS
-        passed = list(compress(args.names, ok))
-        unresolvable = UNRESOLVABLE_TABLE[codes]
-        resolvable_mask = ~ok & ~unresolvable
-        failed = dict(zip(compress(args.names, resolvable_mask), MESSAGE_TABLE[codes[resolvable_mask]]))
-        hopeless = dict(zip(compress(args.names, unresolvable), MESSAGE_TABLE[codes[unresolvable]]))
-        nodes = None if args.nodes is None else list(compress(args.nodes, ok))
-        self.log.debug("filter", extra=fields(pod=str(pod), nodes=len(args.names), feasible=len(passed)))
-        return wire.filter_reply(passed, nodes, failed, hopeless)
+            codes = np.zeros(len(rows), dtype=np.int8)
+        else:
+            codes = self.ledger.check_rows(request, rows)
+            passed = codes == FITS
+            # kube-scheduler asks prioritize about exactly the nodes that pass here
+            self.ledger.state.remember(list(compress(args.names, passed)), rows[passed], layout)
+        return self.replies.filter(args.names, args.nodes, rows, layout, codes)
 
     # -- prioritize ------------------------------------------------------------
-    def prioritize(self, body: bytes) -> list:
+    def prioritize(self, body: bytes) -> bytes:
+        """The ``HostPriorityList`` for an ``ExtenderArgs`` body, encoded (``[]`` for a bad body)."""
         try:
             args = wire.parse_extender_args(body)
+            rows, layout = self._rows(args.names)
         except wire.WireError as exc:
             self.log.warning("prioritize: bad request", extra=fields(error=str(exc)))
-            return []
-        zeros = np.zeros(len(args.names), dtype=np.int64)
+            return b"[]"
         try:
             request = parse_pod_request(args.pod)
         except InvalidRequest:
@@ -129,29 +139,38 @@ class Extender:
             if request is None and self.score_all_pods:
                 request = host_request(*host_requests(args.pod))
         if request is None or not self.ready():
-            return wire.prioritize_reply(args.names, zeros.tolist())
-        scores = self.ledger.evaluate(request, args.names).scores()
-        return wire.prioritize_reply(args.names, scores.tolist())
+            scores = np.zeros(len(rows), dtype=np.int64)
+        else:
+            scores = self.ledger.evaluate_rows(request, rows).scores()
+        return self.replies.prioritize(args.names, rows, layout, scores)
 
     # -- bind ------------------------------------------------------------------
-    def bind(self, body: bytes) -> dict:
+    def bind(self, body: bytes) -> bytes:
         try:
             args = wire.parse_binding_args(body)
         except wire.WireError as exc:
             self.log.warning("bind: bad request", extra=fields(error=str(exc)))
-            return wire.bind_reply(str(exc))
+            return wire.encode(wire.bind_reply(str(exc)))
         ref = PodRef(args.uid, args.namespace, args.name)
         error = self._bind(args, ref)
         if error:
             self.log.info("bind refused", extra=fields(pod=str(ref), uid=ref.uid, node=args.node, error=error))
-        return wire.bind_reply(error)
+        return wire.encode(wire.bind_reply(error))
 
     def _bind(self, args: wire.BindingArgs, ref: PodRef) -> str:
         if not self.ready():
             return NOT_SYNCED
+        # One bind per pod at a time: kube-scheduler may retry a pod whose earlier
+        # bind is still running, and the annotations are written before the Binding.
+        with self._pod_locks[hash(ref.uid) % len(self._pod_locks)]:
+            return self._bind_locked(args, ref)
+
+    def _bind_locked(self, args: wire.BindingArgs, ref: PodRef) -> str:
         existing = self.ledger.allocation(ref.uid)
         if existing is not None and existing.node != args.node:
-            return f"pod {ref} is already bound to node {existing.node}"
+            error = self._replace_stale(existing, ref)
+            if error:
+                return error
         pod = self.pods.get(args.uid) or self.cluster.get_pod(args.namespace, args.name, args.uid)
         if pod is None:
             return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
@@ -172,12 +191,38 @@ class Extender:
         try:
             self.cluster.bind(pod, args.node, allocation.annotations if allocation else {})
         except ClusterError as exc:
-            if created:
+            if created and not exc.ambiguous:
                 self.ledger.release(ref.uid)
+            elif exc.ambiguous:
+                self.log.warning("bind outcome unknown; the reservation is kept", extra=fields(
+                    pod=str(ref), uid=ref.uid, node=args.node, error=str(exc)))
             return f"binding pod {ref} to node {args.node} failed: {exc}"
         if allocation is not None:
+            allocation.committed = True
             self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
                                                 gpus=sorted(allocation.memory_per_gpu)))
+        return ""
+
+    def _replace_stale(self, existing, ref: PodRef) -> str:
+        """A pod reserved on another node: refuse, unless that reservation never took effect.
+
+        A reservation neither committed (our Binding succeeded) nor confirmed
+        (the cluster showed the pod there) is left from a bind whose outcome
+        was unknown. It is released only if the cluster shows the pod unbound
+        now; otherwise the pod keeps the node it has.
+        """
+        if existing.committed or existing.confirmed:
+            return f"pod {ref} is already bound to node {existing.node}"
+        try:
+            holder = self.cluster.pod_node(ref.namespace, ref.name, ref.uid)
+        except ClusterError as exc:
+            return f"cannot tell whether pod {ref} is already bound to node {existing.node}: {exc}"
+        if holder is not None:
+            existing.committed = holder == existing.node
+            return f"pod {ref} is already bound to node {holder}"
+        self.ledger.release(ref.uid)
+        self.log.info("released a reservation whose bind never took effect", extra=fields(
+            pod=str(ref), uid=ref.uid, node=existing.node))
         return ""
 
     # -- inspect ---------------------------------------------------------------

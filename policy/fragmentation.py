@@ -109,18 +109,47 @@ def _allowed_after(view: NodesView, shapes: Shapes, request: GPURequest) -> np.n
                    view.memory_pods + takes_memory, view.core_pods + wants_core)
 
 
-def model_pressure(view: NodesView, shapes: Shapes) -> np.ndarray:
-    """Per model group of ``shapes``: idle share of all nodes of ``view`` / idle share of those it may use.
+class ModelPressure:
+    """Idle GPU share per node (by state row) and its GPU model, over every node seen in a view.
 
-    A shape confined to a few GPU models then weighs by how scarce their idle
-    capacity is among the candidate nodes (1 for shapes that may use any model
-    or when none of their models is idle).
+    ``of(shapes)`` gives each model group of ``shapes`` the factor
+    (idle share of all nodes) / (idle share of the nodes whose model it may
+    use): a shape confined to a few models weighs by how scarce their idle
+    capacity is in the cluster (1 for a group that may use any model, or when
+    none of its models is idle). Rows are remembered from views, so the
+    factor does not depend on which nodes one decision is asked about.
+    Thread-safe.
     """
-    if all(codes is None for codes in shapes.model_groups()):
-        return np.ones(len(shapes.model_groups()))
-    free = idle(view).sum(axis=1)
-    usable = shapes.model_mask(view) @ free
-    return np.where(usable > 0, free.sum() / np.maximum(usable, 1e-12), 1.0)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._model = np.zeros(0, dtype=np.int64)
+        self._idle = np.zeros(0)
+
+    def see(self, view: NodesView) -> None:
+        known = view.row >= 0
+        rows = view.row[known]
+        if not len(rows):
+            return
+        free = idle(view)[known].sum(axis=1)
+        with self._lock:
+            if rows.max() >= len(self._idle):
+                grow = int(rows.max()) + 1 - len(self._idle)
+                self._model = np.concatenate([self._model, np.zeros(grow, dtype=np.int64)])
+                self._idle = np.concatenate([self._idle, np.zeros(grow)])
+            self._model[rows] = view.model[known]
+            self._idle[rows] = free
+
+    def of(self, shapes: Shapes) -> np.ndarray:
+        groups = shapes.model_groups()
+        if all(codes is None for codes in groups):
+            return np.ones(len(groups))
+        with self._lock:
+            models, index = np.unique(self._model, return_inverse=True)
+            free = np.bincount(index.reshape(-1), weights=self._idle, minlength=len(models))
+        total = free.sum()
+        usable = np.array([total if codes is None else free[np.isin(models, codes)].sum() for codes in groups])
+        return np.where(usable > 0, total / np.maximum(usable, 1e-12), 1.0)
 
 
 def distinct_gpus(view: NodesView) -> np.ndarray:
@@ -163,6 +192,7 @@ class PartsCache:
             return _parts(view, classes, view.mem_used, view.core_used, view.pods)
         key = (view.healthy.shape[1],) + tuple(np.asarray(c).tobytes() for c in classes)
         rows = view.row
+        version = view.version.copy()  # before reading usage: a write meanwhile leaves the row stale
         with self._lock:
             a = self._arrays
             if key != self._key:
@@ -173,14 +203,14 @@ class PartsCache:
                     pad = np.full((grow,) + array.shape[1:], -1 if name == "version" else 0, dtype=array.dtype)
                     a[name] = np.concatenate([array, pad])
             a = self._arrays
-            stale = np.flatnonzero(a["version"][rows] != view.version)
+            stale = np.flatnonzero(a["version"][rows] != version)
             if len(stale):
                 sub = _subview(view, stale)
                 total, takers, small, share, takes = _parts(sub, classes, sub.mem_used, sub.core_used, sub.pods)
                 target = rows[stale]
                 a["total"][target], a["takers"][target], a["small"][target] = total, takers, small
                 a["share"][target], a["takes"][target] = share, takes
-                a["version"][target] = view.version[stale]
+                a["version"][target] = version[stale]
             return a["total"][rows], a["takers"][rows], a["small"][rows], a["share"][rows], _RowTakes(a["takes"], rows)
 
 

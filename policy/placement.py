@@ -33,7 +33,7 @@ from policy import reasons as R
 from policy.names import MODE_CORE, MODE_MEMORY, MODE_NONE, SPREAD
 from policy.request import GPURequest
 from policy.scores import extender_scores
-from policy.state import NodesView
+from policy.state import NodesView, fullness_of
 
 
 def fill(used: np.ndarray, total: np.ndarray) -> np.ndarray:
@@ -43,9 +43,10 @@ def fill(used: np.ndarray, total: np.ndarray) -> np.ndarray:
 
 def fullness(view: NodesView, extra_mem=0, extra_core=0) -> np.ndarray:
     """Fullness of every GPU slot (n, G), after adding ``extra_*`` to each."""
-    mem = fill(view.mem_used + extra_mem, view.mem_total)
-    core = fill(view.core_used + extra_core, view.core_total)
-    return np.where((view.mode == MODE_CORE)[:, None], (mem + core) / 2, mem)
+    if not (extra_mem or extra_core):
+        return view.full
+    return fullness_of(view.mem_used + extra_mem, view.mem_total, view.core_used + extra_core, view.core_total,
+                       (view.mode == MODE_CORE)[:, None])
 
 
 @dataclass
@@ -61,25 +62,31 @@ class Candidates:
 
     def chosen(self, per_gpu: np.ndarray) -> np.ndarray:
         """``per_gpu`` (n, G) values at the chosen GPUs, (n, N); 0 where infeasible."""
-        taken = np.take_along_axis(per_gpu, np.maximum(self.gpus, 0), axis=1)
+        safe = np.maximum(self.gpus, 0)
+        if safe.shape[1] == 1:
+            taken = per_gpu[np.arange(len(safe)), safe[:, 0]][:, None]
+        else:
+            taken = np.take_along_axis(per_gpu, safe, axis=1)
         return np.where(self.gpus >= 0, taken, 0)
 
     def node_fill(self) -> np.ndarray:
         """Mean fullness of the node's healthy GPUs before the pod, (n,); 0 on a node without any."""
         healthy = self.view.healthy
-        total = np.where(healthy, fullness(self.view), 0.0).sum(axis=1)
-        return fill(total, healthy.sum(axis=1))
+        return fill(np.where(healthy, self.view.full, 0.0).sum(axis=1), healthy.sum(axis=1))
 
     def fill_after(self) -> np.ndarray:
         """Mean fullness of the chosen GPUs once the pod is on them, (n,).
 
         For a pod that takes no GPU: the mean fullness of the node's healthy
-        GPUs (0 on a node without any).
+        GPUs (:meth:`node_fill`).
         """
         if self.gpus.shape[1] == 0:
             return self.node_fill()
-        after = fullness(self.view, self.request.memory_per_gpu, self.request.core_per_gpu)
-        return self.chosen(after).mean(axis=1)
+        v, r = self.view, self.request
+        after = fullness_of(self.chosen(v.mem_used) + r.memory_per_gpu, self.chosen(v.mem_total),
+                            self.chosen(v.core_used) + r.core_per_gpu, self.chosen(v.core_total),
+                            (v.mode == MODE_CORE)[:, None])
+        return np.where(self.gpus >= 0, after, 0.0).mean(axis=1)
 
 
 @dataclass
@@ -96,55 +103,77 @@ class Evaluation:
         """Integer scores 0..10 for prioritize (see :mod:`policy.scores`)."""
         return extender_scores(self.raw, self.feasible)
 
+    def take(self, rows: np.ndarray) -> "Evaluation":
+        """The evaluation of the nodes at ``rows`` of the evaluated view (-1: an unknown node)."""
+        known = rows >= 0
+        safe = np.maximum(rows, 0)
+        return Evaluation(np.where(known, self.reason[safe], R.UNKNOWN_NODE).astype(np.int8),
+                          np.where(known[:, None], self.gpus[safe], -1),
+                          np.where(known, self.raw[safe], -np.inf))
+
 
 def gpu_fit(view: NodesView, request: GPURequest) -> tuple[np.ndarray, np.ndarray]:
-    """``(fit, reason)``: which GPUs can take the pod's share, and per node why not."""
+    """``(fit, reason)``: which GPUs can take the pod's share, and per node why not.
+
+    The node-level reasons (mode, sizes, counts, pods of the other kind) are
+    one-dimensional; why a node that could take the pod cannot take it *now*
+    is worked out only for the nodes where that is the case.
+    """
     n_gpus = request.gpu_count
     if n_gpus == 0:
-        fit = np.zeros(view.healthy.shape, dtype=bool)
-        return fit, np.where(view.known, R.FITS, R.UNKNOWN_NODE).astype(np.int8)
+        return np.zeros(view.healthy.shape, dtype=bool), np.where(view.known, R.FITS, R.UNKNOWN_NODE).astype(np.int8)
     mem, core = request.memory_per_gpu, request.core_per_gpu
     wants_core = request.wants_core
 
-    healthy = view.healthy
-    mem_ok = view.mem_total - view.mem_used >= mem
-    core_ok = view.core_total - view.core_used >= core if core else np.ones_like(healthy)
-    slot_ok = view.pods < view.max_pod[:, None]
-    fit = healthy & mem_ok & core_ok & slot_ok
+    fit = view.usable & (view.mem_free >= mem)
+    if core:
+        fit &= view.core_free >= core
     size_mem, size_core = view.mem_total[:, 0], view.core_total[:, 0]
+    untouched = None
     if request.whole_device:
         untouched = (view.mem_used == 0) & (view.core_used == 0) & (view.pods == 0)
         fit &= untouched
-        wrong_size = (size_mem != mem) | ((size_core != core) if wants_core else False)
-        few_untouched = (healthy & untouched).sum(axis=1) < n_gpus
-    else:
-        wrong_size = few_untouched = np.zeros(len(view), dtype=bool)
 
     mode = view.mode
-    conditions = [
-        ~view.known,
-        mode == MODE_NONE,
-        (mode == MODE_MEMORY) & wants_core,
-        (mode == MODE_CORE) & (not wants_core),
-        view.gpu_count < n_gpus,
-        size_mem < mem,
-        size_core < core,
-        wrong_size,
-        (view.memory_pods if wants_core else view.core_pods) > 0,
-        healthy.sum(axis=1) < n_gpus,
-        few_untouched,
-        (healthy & mem_ok).sum(axis=1) < n_gpus,
-        (healthy & core_ok).sum(axis=1) < n_gpus,
-        (healthy & slot_ok).sum(axis=1) < n_gpus,
-        fit.sum(axis=1) < n_gpus,
+    reason = np.zeros(len(view), dtype=np.int8)
+    # lowest priority first: a later (higher) reason overwrites an earlier one
+    node_level = [
+        ((view.memory_pods if wants_core else view.core_pods) > 0, R.OTHER_MODE_PODS),
+        ((size_mem != mem) | ((size_core != core) if wants_core else False)
+         if request.whole_device else None, R.WHOLE_SIZE_MISMATCH),
+        (size_core < core if core else None, R.CORE_TOO_BIG),
+        (size_mem < mem, R.MEMORY_TOO_BIG),
+        (view.gpu_count < n_gpus, R.TOO_FEW_GPUS),
+        (mode == (MODE_MEMORY if wants_core else MODE_CORE), R.NEEDS_CORE_NODE if wants_core else R.NEEDS_MEMORY_NODE),
+        (mode == MODE_NONE, R.NOT_SHARING),
+        (~view.known, R.UNKNOWN_NODE),
     ]
-    codes = [
-        R.UNKNOWN_NODE, R.NOT_SHARING, R.NEEDS_CORE_NODE, R.NEEDS_MEMORY_NODE, R.TOO_FEW_GPUS,
-        R.MEMORY_TOO_BIG, R.CORE_TOO_BIG, R.WHOLE_SIZE_MISMATCH, R.OTHER_MODE_PODS, R.NO_HEALTHY_GPU,
-        R.NO_FREE_GPU, R.NO_MEMORY, R.NO_CORE, R.NO_POD_SLOT, R.NO_SINGLE_GPU,
-    ]
-    reason = np.select(conditions, codes, default=R.FITS).astype(np.int8)
+    for condition, code in node_level:
+        if condition is not None:
+            reason[condition] = code
+    short = np.flatnonzero((reason == R.FITS) & (np.count_nonzero(fit, axis=1) < n_gpus))
+    if len(short):
+        reason[short] = _why_not_now(view, request, short, untouched)
     return fit, reason
+
+
+def _why_not_now(view: NodesView, request: GPURequest, rows: np.ndarray, untouched) -> np.ndarray:
+    """Reasons for ``rows``, nodes that could take the pod but have too few fitting GPUs now."""
+    n_gpus = request.gpu_count
+    healthy = view.healthy[rows]
+    mem_ok = view.mem_free[rows] >= request.memory_per_gpu
+    core_ok = view.core_free[rows] >= request.core_per_gpu if request.core_per_gpu else True
+    slot_ok = view.pods[rows] < view.max_pod[rows][:, None]
+    few = lambda mask: np.count_nonzero(healthy & mask, axis=1) < n_gpus  # noqa: E731
+    conditions = [
+        np.count_nonzero(healthy, axis=1) < n_gpus,
+        few(untouched[rows]) if untouched is not None else np.zeros(len(rows), dtype=bool),
+        few(mem_ok),
+        few(core_ok),
+        few(slot_ok),
+    ]
+    codes = [R.NO_HEALTHY_GPU, R.NO_FREE_GPU, R.NO_MEMORY, R.NO_CORE, R.NO_POD_SLOT]
+    return np.select(conditions, codes, default=R.NO_SINGLE_GPU)
 
 
 def choose_by_placement(view: NodesView, fit: np.ndarray, feasible: np.ndarray, n_gpus: int) -> np.ndarray:
@@ -153,7 +182,7 @@ def choose_by_placement(view: NodesView, fit: np.ndarray, feasible: np.ndarray, 
     Ties go to the lowest GPU index. Returns (n, N) indices in ascending order,
     -1 on infeasible nodes.
     """
-    full = fullness(view)
+    full = view.full
     key = np.where((view.placement == SPREAD)[:, None], -full, full)
     key = np.where(fit, key, -np.inf)
     if n_gpus == 1:

@@ -51,6 +51,8 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(value)
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    if value.isdigit() and value.isascii():
+        return Fraction(int(value))  # the common case, "2", without the regular expression
     match = _QUANTITY.fullmatch(value.strip())
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity")

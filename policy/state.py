@@ -5,10 +5,17 @@ reused after a node is removed; columns grow when a node with more GPUs than
 any before it arrives. GPU slots beyond a node's ``gpu_count`` have zero
 capacity and are never healthy.
 
+Besides capacity and usage, each GPU slot carries values derived from them
+and kept up to date on every write, so that a filter pass reads them instead
+of recomputing them: free memory and compute, ``usable`` (healthy and below
+the node's pod limit) and ``full`` (see :func:`fullness_of`).
+
 Readers call :meth:`ClusterState.view` to gather the rows they need into a
-:class:`NodesView` (a copy, so a reader is never torn by a later resize).
-Writers serialise on the state's lock; callers that must check and then write
-atomically (bind) hold their own per-node lock around both.
+:class:`NodesView` (a copy), or :meth:`ClusterState.view_live` to read every
+row in place when they need most of them (no copy; a row being written at the
+same moment may be read half-updated, which is why bind re-checks under the
+node's lock). Writers serialise on the state's lock; callers that must check
+and then write atomically (bind) hold their own per-node lock around both.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policy.names import BINPACK, MODE_NONE
+from policy.names import BINPACK, MODE_CORE, MODE_NONE
 from policy.node import NodeSpec, model_code
 
 
@@ -40,6 +47,10 @@ class NodesView:
     core_used: np.ndarray  # (n, G)
     pods: np.ndarray  # (n, G) pods holding a share of the GPU
     healthy: np.ndarray  # (n, G) bool: the GPU exists and is not unhealthy
+    mem_free: np.ndarray  # (n, G) mem_total - mem_used
+    core_free: np.ndarray  # (n, G) core_total - core_used
+    usable: np.ndarray  # (n, G) bool: healthy and below the node's pod limit
+    full: np.ndarray  # (n, G) float: fullness_of(...) of the GPU
     cpu_total: np.ndarray  # (n,) allocatable millicores, 0 = not known
     cpu_used: np.ndarray  # (n,) millicores requested by the pods counted on the node
     host_mem_total: np.ndarray  # (n,) allocatable bytes, 0 = not known
@@ -53,8 +64,19 @@ class NodesView:
 
 _ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods",
                "cpu_total", "cpu_used", "host_mem_total", "host_mem_used", "model", "version")
-_GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
-_DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool}
+_BASE_GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", "healthy")
+_DERIVED_FIELDS = ("mem_free", "core_free", "usable", "full")
+_GPU_FIELDS = _BASE_GPU_FIELDS + _DERIVED_FIELDS
+_DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool, "usable": bool, "full": np.float64,
+           "live": bool}
+
+
+def fullness_of(mem_used, mem_total, core_used, core_total, core_mode) -> np.ndarray:
+    """How full GPUs are: ``mem_used / mem_total``, averaged with ``core_used /
+    core_total`` where ``core_mode`` (core_mem nodes); 0 where there is no capacity."""
+    mem = np.divide(mem_used, mem_total, out=np.zeros(np.shape(mem_used)), where=mem_total > 0)
+    core = np.divide(core_used, core_total, out=np.zeros(np.shape(core_used)), where=core_total > 0)
+    return np.where(core_mode, (mem + core) / 2, mem)
 
 
 class RowIndex(dict):
@@ -75,11 +97,13 @@ class ClusterState:
         self._arrays = self._allocate(rows, gpus)
         self.specs: dict[str, NodeSpec] = {}
         self.generation = 0  # bumped on every write; lets callers cache evaluations
+        self.layout = 0  # bumped when a row is given to or taken from a node
+        self._lookup_memo: dict = {}  # len(names) → (layout, names, rows) of a recent lookup
 
     # -- storage -----------------------------------------------------------
     @staticmethod
     def _allocate(rows: int, gpus: int) -> dict:
-        arrays = {f: np.zeros(rows, dtype=_DTYPES.get(f, np.int64)) for f in _ROW_FIELDS}
+        arrays = {f: np.zeros(rows, dtype=_DTYPES.get(f, np.int64)) for f in _ROW_FIELDS + ("live",)}
         arrays.update({f: np.zeros((rows, gpus), dtype=_DTYPES.get(f, np.int64)) for f in _GPU_FIELDS})
         return arrays
 
@@ -87,7 +111,7 @@ class ClusterState:
         old = self._arrays
         new = self._allocate(rows, gpus)
         n, g = old["mem_total"].shape
-        for f in _ROW_FIELDS:
+        for f in _ROW_FIELDS + ("live",):
             new[f][:n] = old[f]
         for f in _GPU_FIELDS:
             new[f][:n, :g] = old[f]
@@ -116,10 +140,12 @@ class ClusterState:
                     self.names.append(None)
                 self.index[spec.name] = row
                 self.names[row] = spec.name
+                self.layout += 1
             rows, gpus = self._arrays["mem_total"].shape
             if row >= rows or spec.gpu_count > gpus:
                 self._grow(max(rows * 2 if row >= rows else rows, row + 1), max(gpus, spec.gpu_count))
             a = self._arrays
+            a["live"][row] = True
             a["mode"][row] = spec.mode
             a["placement"][row] = spec.placement
             a["max_pod"][row] = spec.max_pod
@@ -132,9 +158,19 @@ class ClusterState:
             a["core_total"][row] = np.where(present, spec.core_per_gpu, 0)
             unhealthy = np.isin(np.arange(self.gpu_slots), list(spec.unhealthy))
             a["healthy"][row] = present & ~unhealthy
+            self._derive(row)
             self.specs[spec.name] = spec
             self._bump(row)
             return row
+
+    def _derive(self, row: int) -> None:
+        """Recompute the derived values of one row from its capacity and usage."""
+        a = self._arrays
+        a["mem_free"][row] = a["mem_total"][row] - a["mem_used"][row]
+        a["core_free"][row] = a["core_total"][row] - a["core_used"][row]
+        a["usable"][row] = a["healthy"][row] & (a["pods"][row] < a["max_pod"][row])
+        a["full"][row] = fullness_of(a["mem_used"][row], a["mem_total"][row], a["core_used"][row],
+                                     a["core_total"][row], a["mode"][row] == MODE_CORE)
 
     def remove_node(self, name: str) -> None:
         """Drop a node's row (its usage with it)."""
@@ -143,8 +179,9 @@ class ClusterState:
             if row < 0:
                 return
             self.names[row] = None
+            self.layout += 1
             self.specs.pop(name, None)
-            for f in _ROW_FIELDS:
+            for f in _ROW_FIELDS + ("live",):
                 self._arrays[f][row] = 0
             for f in _GPU_FIELDS:
                 self._arrays[f][row] = 0
@@ -173,6 +210,7 @@ class ClusterState:
                 a["core_used"][row, gpu] += sign * core.get(gpu, 0)
                 a["pods"][row, gpu] += sign
             a["core_pods" if wants_core else "memory_pods"][row] += sign
+            self._derive(row)
             self._bump(row)
 
     def add_host_usage(self, name: str, cpu: int, memory: int, sign: int = 1) -> None:
@@ -186,11 +224,42 @@ class ClusterState:
             self._bump(row)
 
     # -- reading -------------------------------------------------------------
+    def lookup(self, names: list) -> tuple[np.ndarray, int]:
+        """``(rows, layout)``: rows of ``names`` in order (-1 for an unknown name)
+        and the layout they were read in (read-only array).
+
+        kube-scheduler sends the same node lists for pod after pod (all nodes to
+        filter, the feasible ones to prioritize), so recent answers are kept by
+        list length: comparing two lists of strings costs far less than hashing
+        every fresh name again. ``names`` must not be changed afterwards.
+        """
+        memo = self._lookup_memo.get(len(names))
+        if memo is not None and memo[0] == self.layout and memo[1] == names:
+            return memo[2], memo[0]
+        while True:
+            layout = self.layout
+            rows = np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+            if layout == self.layout:
+                break
+        rows.flags.writeable = False
+        if len(self._lookup_memo) >= 16:
+            self._lookup_memo.clear()
+        self._lookup_memo[len(names)] = (layout, names, rows)
+        return rows, layout
+
+    def remember(self, names: list, rows: np.ndarray, layout: int) -> None:
+        """Let a later :meth:`lookup` of a list equal to ``names`` answer ``rows``
+        (e.g. the nodes a filter passed, which prioritize will ask about)."""
+        if layout == self.layout:
+            rows = np.array(rows)
+            rows.flags.writeable = False
+            if len(self._lookup_memo) >= 16:
+                self._lookup_memo.clear()
+            self._lookup_memo[len(names)] = (layout, names, rows)
+
     def rows(self, names) -> np.ndarray:
         """Rows of ``names`` in order, -1 for a name the state does not know."""
-        if not names:
-            return np.zeros(0, dtype=np.int64)
-        return np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+        return self.lookup(list(names))[0]
 
     def view(self, rows: np.ndarray) -> NodesView:
         """Gather ``rows`` (-1 allowed: such a row is marked unknown, all zero)."""
@@ -203,6 +272,14 @@ class ClusterState:
             for f in _ROW_FIELDS + _GPU_FIELDS:
                 gathered[f][unknown] = 0
         return NodesView(known=known, row=np.where(known, rows, -1), **gathered)
+
+    def view_live(self) -> NodesView:
+        """Every row in use, read in place (row i of the view is row i of the state)."""
+        a = self._arrays
+        n = len(self.names)
+        live = a["live"][:n]
+        return NodesView(known=live, row=np.where(live, np.arange(n), -1),
+                         **{f: a[f][:n] for f in _ROW_FIELDS + _GPU_FIELDS})
 
     def view_all(self) -> tuple[list[str], NodesView]:
         """Every live node's name and its row, in row order."""

@@ -11,13 +11,19 @@ from policy.scoring import STRATEGIES
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "serve", help="serve the extender (embedded demo cluster unless told otherwise)",
-        description="Serve filter, prioritize, bind, inspect, healthz and readyz over HTTP.")
+        "serve", help="serve the extender on a Kubernetes cluster, a cluster file, or the demo",
+        description="Serve filter, prioritize, bind, inspect, metrics, healthz and readyz over HTTP. "
+                    "The cluster: --cluster FILE if given; else --demo if given; else the Kubernetes API "
+                    "(--kubeconfig, the pod's service account, or $KUBECONFIG / ~/.kube/config) if there is "
+                    "one; else the built-in demo.")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"URL prefix of the routes (default {DEFAULT_PREFIX})")
     parser.add_argument("--cluster", metavar="FILE",
                         help="embedded cluster from a file of v1 Nodes and Pods (kubectl get nodes,pods -o yaml)")
+    parser.add_argument("--demo", action="store_true",
+                        help="serve the built-in demo cluster, even where a Kubernetes configuration exists")
+    parser.add_argument("--kubeconfig", metavar="PATH", help="use the Kubernetes API server of this kubeconfig")
     parser.add_argument("--scoring", default="ack", choices=sorted(STRATEGIES), help="node scoring strategy (default ack)")
     parser.add_argument("--score-all-pods", action="store_true",
                         help="also score pods without a shared-GPU request (kube-scheduler must then call the "
@@ -29,7 +35,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.clusterfile import ClusterFileError, load
+    from extender.clusterfile import ClusterFileError, check
     from extender.server import ExtenderServer
 
     if not 0 < args.port < 65536:
@@ -40,12 +46,23 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.cluster:
         try:
-            load(args.cluster)  # fail here, clearly, rather than inside the worker
+            check(args.cluster)  # fail here, clearly, rather than inside the worker
         except ClusterFileError as exc:
             print(f"cgpu-extender: {exc}", file=sys.stderr)
             return 2
-    config = Config(prefix=args.prefix, cluster_file=args.cluster, scoring=args.scoring, seed=args.seed,
-                    score_all_pods=args.score_all_pods,
-                    log_level=args.log_level)
+    kubernetes = False
+    if not args.cluster and not args.demo:
+        from extender.kube import connect
+
+        kubernetes = connect.available(args.kubeconfig) is not None
+        if kubernetes:
+            try:
+                connect.load(args.kubeconfig)  # fail here, clearly, rather than inside the worker
+            except connect.ConnectError as exc:
+                print(f"cgpu-extender: {exc}", file=sys.stderr)
+                return 2
+    config = Config(prefix=args.prefix, cluster_file=args.cluster, kubernetes=kubernetes,
+                    kubeconfig=args.kubeconfig, scoring=args.scoring, seed=args.seed,
+                    score_all_pods=args.score_all_pods, log_level=args.log_level)
     ExtenderServer(config, args.host, args.port, threads=args.threads).run()
     return 0

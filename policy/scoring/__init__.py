@@ -1,7 +1,9 @@
 """Node scoring strategies, one per module, chosen by name in configuration.
 
 A strategy has ``name`` and ``score(candidates) -> raw`` (float per node,
-higher is better; only feasible nodes matter). It may also have
+higher is better; only feasible nodes matter). A node's raw score may depend
+only on that node's row and the request, never on which other nodes are in
+the view: the ledger may evaluate every node and then pick the ones asked for. It may also have
 ``choose(candidates) -> gpus`` to pick GPUs itself instead of the node's
 placement label, and ``observe(request)`` to learn from the pods it sees.
 """

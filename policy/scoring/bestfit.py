@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.placement import Candidates, fullness
+from policy.names import MODE_CORE
+from policy.placement import Candidates
+from policy.state import fullness_of
 
 CPU_SCALE = 128_000  # millicores
 GPU_SCALE = 8
@@ -30,7 +32,9 @@ class BestFit:
         rows = np.repeat(np.arange(len(view)), candidates.gpus.shape[1])
         picked = candidates.gpus.reshape(-1)
         on_chosen[rows[picked >= 0], picked[picked >= 0]] = 1
-        after = fullness(view, on_chosen * request.memory_per_gpu, on_chosen * request.core_per_gpu)
+        after = fullness_of(view.mem_used + on_chosen * request.memory_per_gpu, view.mem_total,
+                            view.core_used + on_chosen * request.core_per_gpu, view.core_total,
+                            (view.mode == MODE_CORE)[:, None])
         gpu_left = np.where(view.healthy, 1.0 - after, 0.0).sum(axis=1)
         cpu_left = np.where(view.cpu_total > 0, view.cpu_total - view.cpu_used - request.cpu, 0)
         return 1.0 - (0.5 * cpu_left / CPU_SCALE + 0.5 * gpu_left / GPU_SCALE)

@@ -17,9 +17,9 @@ whole trace in advance:
   :class:`policy.shapes.ShapeMix` for ``max_shapes`` and ``half_life``.
   Before any pod was seen the pod itself is the only shape.
 * ``π(m)``: a shape that may use only some GPU models weighs by how scarce
-  their idle capacity is among the candidate nodes: idle share of all / of
-  those it may use (:func:`policy.fragmentation.model_pressure`; 1 for a
-  shape that may use any model).
+  their idle capacity is in the cluster: idle share of all nodes / of those
+  it may use (:class:`policy.fragmentation.ModelPressure`; 1 for a shape that
+  may use any model).
 * ``u(node)``: mean fullness of the node's healthy GPUs before the pod
   (``Candidates.node_fill``); only
   breaks ties in ΔFrag (lexicographic: ΔFrag is rounded first), towards the
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.fragmentation import PartsCache, distinct_gpus, growth_on, growth_per_gpu, model_pressure
+from policy.fragmentation import ModelPressure, PartsCache, distinct_gpus, growth_on, growth_per_gpu
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
@@ -50,6 +50,7 @@ class Fragmentation:
                  host_aware: bool = True):
         self.mix = ShapeMix(max_shapes, half_life, weighting, host_aware)
         self._cache = PartsCache()
+        self._pressure = ModelPressure()
 
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
@@ -57,7 +58,10 @@ class Fragmentation:
     def shapes(self, candidates: Candidates) -> Shapes:
         """p(m) for this decision: the learned mix under the candidates' model pressure."""
         shapes = self.mix.shapes() or self.mix.alone(candidates.request)
-        return shapes.under_pressure(model_pressure(candidates.view, shapes))
+        if all(codes is None for codes in shapes.model_groups()):
+            return shapes
+        self._pressure.see(candidates.view)
+        return shapes.under_pressure(self._pressure.of(shapes))
 
     def choose(self, candidates: Candidates) -> np.ndarray:
         view, request = candidates.view, candidates.request

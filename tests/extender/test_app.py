@@ -205,7 +205,7 @@ def test_probes_and_unknown_routes(client):
 
 def test_internal_fault_is_a_500_with_one_line_and_no_traceback(client, monkeypatch):
     extender = client.application.extensions["cgpu"]
-    monkeypatch.setattr(extender.ledger, "check", lambda *a: 1 / 0)
+    monkeypatch.setattr(extender.ledger, "check_rows", lambda *a: 1 / 0)
     reply = client.post(f"{PREFIX}/filter", data=orjson.dumps(args(scheduler_pod())))
     assert reply.status_code == 500
     assert reply.json == {"Error": "internal error in the GPU-share extender: ZeroDivisionError"}
@@ -262,3 +262,17 @@ def test_unaccounted_pods_are_reported():
     node = next(n for n in report["nodes"] if n["name"] == "gpu-core-b")
     assert [u["name"] for u in node["unaccounted"]] == ["mystery"]
     assert report["summary"]["unaccountedPods"] == 1
+
+
+def test_every_reply_says_how_long_the_handler_took(client):
+    for reply in (client.post(f"{PREFIX}/filter", data=orjson.dumps(args(scheduler_pod()))),
+                  client.get(f"{PREFIX}/healthz"), client.get(f"{PREFIX}/nope")):
+        name, duration = reply.headers["Server-Timing"].split(";dur=")
+        assert name == "app" and float(duration) >= 0
+
+
+@pytest.mark.parametrize("names", [[1], [["gpu-core-a"]], ["gpu-core-a", None], [{"a": 1}]])
+def test_node_names_must_be_strings(client, names):
+    result = post(client, "filter", {"Pod": scheduler_pod(), "Nodes": None, "NodeNames": names})
+    assert result["Error"] == "ExtenderArgs.NodeNames must be a list of node names or null"
+    assert post(client, "prioritize", {"Pod": scheduler_pod(), "Nodes": None, "NodeNames": names}) == []

@@ -37,3 +37,41 @@ def test_errors_name_the_file_and_the_problem(text, message):
 def test_missing_file(tmp_path):
     with pytest.raises(ClusterFileError, match="cannot read"):
         load(str(tmp_path / "nope.yaml"))
+
+
+def test_json_lines_are_streamed_one_object_at_a_time(tmp_path):
+    import orjson
+
+    from extender.clusterfile import check, stream
+
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(orjson.dumps(pod("p")) + b"\n\n" + orjson.dumps(node("a")) + b"\n" +
+                     orjson.dumps({"kind": "List", "items": [node("b")]}) + b"\n")
+    objects = stream(str(path))
+    assert next(objects)["kind"] == "Pod"  # nothing past the first line was needed for it
+    assert [o["metadata"]["name"] for o in objects] == ["a", "b"]
+    assert check(str(path)) == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(orjson.dumps(node("a")) + b"\n{oops\n")
+    with pytest.raises(ClusterFileError, match=r"bad.jsonl:2: not a JSON object"):
+        check(str(bad))
+
+
+def test_pods_before_their_nodes_give_the_same_ledger():
+    from builders import pod as make_pod
+    from extender.annotations import write
+    from extender.embedded import EmbeddedCluster
+    from extender.ledger import Ledger
+    from policy.scoring import make_strategy
+    from policy.state import ClusterState
+
+    bound = make_pod("b", mem=3, node_name="a")
+    bound["metadata"]["annotations"] = write({0: {1: 3}}, {}, 15, 1)
+    objects = [node("a", "cgpu", gpus=2), bound]
+    ledgers = []
+    for order in (objects, objects[::-1]):
+        ledger = Ledger(ClusterState(), make_strategy())
+        EmbeddedCluster(iter(order)).start(ledger)
+        _, view = ledger.state.view_all()
+        ledgers.append(view.mem_used[:, :2].tolist())
+    assert ledgers[0] == ledgers[1] == [[0, 3]]

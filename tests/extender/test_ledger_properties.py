@@ -52,11 +52,12 @@ class ExtenderMachine(RuleBasedStateMachine):
     def filter_then_bind(self, shape, target_index):
         self.counter += 1
         p = pod(f"p{self.counter}", mem=shape["mem"], core=shape.get("core"), labels=shape.get("labels"))
-        result = self.extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": NAMES}))
+        result = orjson.loads(self.extender.filter(orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": NAMES})))
         target = NAMES[target_index]
         accepted = target in result["NodeNames"]
-        reply = self.extender.bind(orjson.dumps({"PodName": p["metadata"]["name"], "PodNamespace": "default",
-                                                 "PodUID": p["metadata"]["uid"], "Node": target}))
+        reply = orjson.loads(self.extender.bind(orjson.dumps({
+            "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
+            "Node": target})))
         # bind succeeds exactly where filter, asked just before, accepted the node
         assert (reply["Error"] == "") == accepted, (target, result, reply)
         if accepted:
@@ -79,8 +80,7 @@ class ExtenderMachine(RuleBasedStateMachine):
         flipped["metadata"]["labels"]["ack.node.gpu.schedule"] = new_mode
         gpus = int(flipped["status"]["allocatable"]["aliyun.com/gpu-count"])
         flipped["status"]["allocatable"]["aliyun.com/gpu-core.percentage"] = str(100 * gpus)
-        self.extender.ledger.observe_node(flipped)
-        self.cluster._nodes = [flipped if n["metadata"]["name"] == name else n for n in self.cluster._nodes]
+        self.extender.ledger.observe_node(flipped)  # the dump the restart reads comes from the ledger
 
     @invariant()
     def no_gpu_over_capacity(self):
@@ -107,6 +107,19 @@ class ExtenderMachine(RuleBasedStateMachine):
         assert ledger_fingerprint(fresh)[1] == ledger_fingerprint(ledger)[1]
 
     @invariant()
+    def summary_adds_up_what_inspect_shows(self):
+        report = self.extender.ledger.inspect()
+        nodes = report["nodes"]
+        memory = [n for n in nodes if n["sharing"] != "none" or n["memory"]["used"]]
+        core = [n for n in nodes if n["sharing"] == "memory+core"]
+        assert report["summary"]["memory"] == {"used": sum(n["memory"]["used"] for n in memory),
+                                               "total": sum(n["memory"]["total"] for n in memory)}
+        assert report["summary"]["core"] == {"used": sum(n["core"]["used"] for n in core),
+                                             "total": sum(n["core"]["total"] for n in core)}
+        per_gpu_pods = sum(len(g["pods"]) for n in nodes for g in n["gpus"])
+        assert per_gpu_pods == sum(len(a.memory_per_gpu) for a in self.extender.ledger.allocations())
+
+    @invariant()
     def a_restart_rebuilds_the_same_ledger(self):
         restarted = Ledger(ClusterState(), make_strategy())
         EmbeddedCluster(self.cluster.objects(), source="restart").start(restarted)
@@ -121,15 +134,16 @@ def test_threads_binding_to_one_node_never_over_allocate():
     extender = build_extender(Config(), cluster=cluster)
     pods = [pod(f"t{i}", mem=3, core=10) for i in range(40)]  # 10 fit (5 per GPU by memory)
     for p in pods:
-        assert extender.filter(orjson.dumps({"Pod": p, "NodeNames": ["only"]}))["NodeNames"] == ["only"]
+        assert orjson.loads(extender.filter(orjson.dumps({"Pod": p, "NodeNames": ["only"]})))["NodeNames"] == ["only"]
     barrier = threading.Barrier(8)
     results = []
 
     def worker(chunk):
         barrier.wait()
         for p in chunk:
-            reply = extender.bind(orjson.dumps({"PodName": p["metadata"]["name"], "PodNamespace": "default",
-                                                "PodUID": p["metadata"]["uid"], "Node": "only"}))
+            reply = orjson.loads(extender.bind(orjson.dumps({
+                "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
+                "Node": "only"})))
             results.append(reply["Error"])
 
     interval = sys.getswitchinterval()

@@ -22,14 +22,15 @@ def extender(score_all_pods: bool, scoring: str = "binpack"):
                              cluster=EmbeddedCluster(copy.deepcopy(NODES), source="test"), clock=lambda: 1)
     gpu = pod("gpu", mem=8)
     service.filter(orjson.dumps({"Pod": gpu, "Nodes": None, "NodeNames": NAMES}))
-    assert service.bind(orjson.dumps({"PodName": "gpu", "PodNamespace": "default", "PodUID": "uid-gpu",
-                                      "Node": "busy"})) == {"Error": ""}
+    assert orjson.loads(service.bind(orjson.dumps({"PodName": "gpu", "PodNamespace": "default",
+                                                   "PodUID": "uid-gpu", "Node": "busy"}))) == {"Error": ""}
     return service
 
 
 def verbs(service, p) -> tuple:
     body = orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": NAMES})
-    return service.filter(body)["NodeNames"], {s["Host"]: s["Score"] for s in service.prioritize(body)}
+    return (orjson.loads(service.filter(body))["NodeNames"],
+            {s["Host"]: s["Score"] for s in orjson.loads(service.prioritize(body))})
 
 
 def test_off_pods_without_gpu_pass_through_unscored():
@@ -42,7 +43,7 @@ def test_on_the_strategy_scores_them_and_bind_leaves_their_gpus_alone():
     assert names == NAMES and scores == {"busy": 10, "idle": 0}  # binpack: the node whose GPUs are fuller
     reply = service.bind(orjson.dumps({"PodName": "web", "PodNamespace": "default", "PodUID": "uid-web",
                                        "Node": "idle"}))
-    assert reply == {"Error": ""}
+    assert orjson.loads(reply) == {"Error": ""}
     assert service.ledger.allocation("uid-web") is None
     assert service.ledger.host_use("uid-web").cpu == 2000  # counted from the bound pod
 

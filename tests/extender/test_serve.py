@@ -30,7 +30,7 @@ def call(url, payload=None):
 @pytest.fixture
 def server():
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "extender", "serve", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "extender", "serve", "--demo", "--port", str(port)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}/cgpu-scheduler"
     deadline = time.monotonic() + 30

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.fragmentation import (
+    ModelPressure,
     PartsCache,
     distinct_gpus,
     fragmentation,
     growth_on,
     growth_per_gpu,
     idle,
-    model_pressure,
 )
 from policy.names import BINPACK, MODE_CORE, MODE_MEMORY, UNLIMITED_PODS
 from policy.node import NodeSpec
@@ -104,12 +104,17 @@ def test_a_shape_the_popularity_ignores_changes_nothing():
     assert fragmentation(view_of(state), Shapes.of([SHARE, WHOLE], [1, 0])) == pytest.approx(one)
 
 
-def test_model_pressure_is_the_scarcity_of_usable_idle_capacity():
+def test_model_pressure_is_the_scarcity_of_usable_idle_capacity_in_every_node_seen():
     state = state_of(milli_node("t4", model="T4"), milli_node("g2", gpus=6, model="G2"), usage=[("t4", 0, 500)])
     shapes = Shapes.of([SHARE, simple_request(100, models=frozenset({"T4"}))], [1, 1])
-    groups = shapes.model_groups()
-    pressure = dict(zip([None if g is None else "T4" for g in groups], model_pressure(view_of(state), shapes)))
-    assert pressure == pytest.approx({None: 1.0, "T4": 7.5 / 1.5})
+    labels = [None if g is None else "T4" for g in shapes.model_groups()]
+    pressure = ModelPressure()
+    pressure.see(view_of(state, ["t4"]))
+    pressure.see(view_of(state, ["g2"]))  # the T4 node is remembered from the first view
+    assert dict(zip(labels, pressure.of(shapes))) == pytest.approx({None: 1.0, "T4": 7.5 / 1.5})
+    state.add_usage("t4", {1: 1000}, {}, False)
+    pressure.see(view_of(state, ["t4"]))
+    assert dict(zip(labels, pressure.of(shapes))) == pytest.approx({None: 1.0, "T4": 6.5 / 0.5})
 
 
 def test_distinct_gpus_keeps_one_gpu_per_state():

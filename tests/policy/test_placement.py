@@ -2,6 +2,7 @@ import dataclasses
 
 import numpy as np
 from hypothesis import given
+from hypothesis import strategies as st
 
 from clusters import clusters, reference_place, requests
 from policy import reasons as R
@@ -143,3 +144,25 @@ def test_unknown_names_are_reported_not_guessed():
     state = one_node(CORE4)
     result = evaluate(state.view(state.rows(["ghost", "n"])), simple_request(2, 30), make_strategy())
     assert result.reason.tolist() == [R.UNKNOWN_NODE, R.FITS]
+
+
+@given(clusters(), requests(), st.data())
+def test_reading_every_row_in_place_equals_gathering_the_rows_asked_for(state, request, data):
+    names, _ = state.view_all()
+    asked = data.draw(st.lists(st.sampled_from(names + ["ghost"]), max_size=10))
+    rows = state.rows(asked)
+    strategy = make_strategy("ack")
+    gathered = evaluate(state.view(rows), request, strategy)
+    in_place = evaluate(state.view_live(), request, strategy).take(rows)
+    assert gathered.reason.tolist() == in_place.reason.tolist()
+    assert gathered.gpus.tolist() == in_place.gpus.tolist()
+    assert gathered.raw.tolist() == in_place.raw.tolist()
+    assert gathered.scores().tolist() == in_place.scores().tolist()
+
+
+@given(clusters(), requests())
+def test_derived_arrays_match_capacity_and_usage(state, request):
+    _, v = state.view_all()
+    assert (v.mem_free == v.mem_total - v.mem_used).all()
+    assert (v.core_free == v.core_total - v.core_used).all()
+    assert (v.usable == (v.healthy & (v.pods < v.max_pod[:, None]))).all()

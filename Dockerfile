@@ -1,0 +1,22 @@
+# cgpu-extender image: one gunicorn worker serving the extender (see extender/server.py).
+# docker build -t cgpu-extender:0.1.0 .
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY setup.cfg pyproject.toml README.md ./
+COPY policy ./policy
+COPY extender ./extender
+RUN pip install . && rm -rf /src
+
+# Runs as a fixed non-root user; the root filesystem can be mounted read-only
+# (gunicorn only needs a writable /tmp: mount an emptyDir there).
+USER 65532:65532
+WORKDIR /
+EXPOSE 32766
+ENTRYPOINT ["cgpu-extender"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "32766"]

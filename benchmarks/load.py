@@ -1,0 +1,348 @@
+"""Load benchmark: drive the extender the way kube-scheduler does, at cluster scale.
+
+For each cluster size it writes a synthetic cluster (:mod:`benchmarks.synthetic`),
+starts :mod:`benchmarks.load_server` (the extender under gunicorn, as deployed,
+plus a floor endpoint) and schedules pods one at a time: filter with every
+node, prioritize with the nodes filter kept, then bind to a top-scored node.
+Binds run on a pool of 4 threads and overlap the next pods' filters, as
+kube-scheduler's binding goroutines do. The same bodies then go, through the
+same driver, to the floor endpoint, which only parses them and answers the
+same number of bytes.
+
+Reported per verb: p50/p99 of the server's own time (``Server-Timing``) and of
+the client-side round trip; cycles per second; the extender's p50 as a ratio of
+the floor's; the worker's RSS; and how much of the client-side time is the
+driver's own JSON work (encode before, decode after the round trip).
+
+    python -m benchmarks.load --nodes 1000 5000 10000 --pods 2000 --json benchmarks/out/load.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import platform
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import orjson
+
+from benchmarks.synthetic import cluster_objects, pending_pod
+
+PREFIX = "/cgpu-scheduler"
+FLOOR = "/floor"
+BIND_THREADS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_status_bulk(node: dict) -> dict:
+    """A Node as the API server holds it: conditions, addresses, nodeInfo, images (for nodeCacheCapable=false)."""
+    node = orjson.loads(orjson.dumps(node))
+    status = node["status"]
+    status["conditions"] = [{"type": t, "status": "False", "reason": f"Kubelet{t}", "message": f"kubelet {t}",
+                             "lastHeartbeatTime": "2026-11-22T03:00:00Z",
+                             "lastTransitionTime": "2026-11-01T00:00:00Z"}
+                            for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")]
+    status["conditions"].append({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                 "lastHeartbeatTime": "2026-11-22T03:00:00Z"})
+    status["addresses"] = [{"type": "InternalIP", "address": "10.0.0.1"},
+                           {"type": "Hostname", "address": node["metadata"]["name"]}]
+    status["nodeInfo"] = {"kubeletVersion": "v1.31.2", "containerRuntimeVersion": "containerd://1.7.22",
+                          "kernelVersion": "5.10.134", "osImage": "Alibaba Cloud Linux 3", "architecture": "amd64",
+                          "operatingSystem": "linux", "machineID": "0" * 32, "bootID": "1" * 32}
+    status["images"] = [{"names": [f"registry.example/team/image-{k}@sha256:{'a' * 64}",
+                                   f"registry.example/team/image-{k}:v{k}"], "sizeBytes": 1_000_000 * k}
+                        for k in range(1, 11)]
+    return node
+
+
+class Client:
+    """One keep-alive HTTP connection; returns (reply, client ms, server ms)."""
+
+    def __init__(self, port: int):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def post(self, path: str, body: bytes, headers: dict | None = None) -> tuple[bytes, float, float]:
+        started = time.perf_counter()
+        self.connection.request("POST", path, body, {"Content-Type": "application/json", **(headers or {})})
+        response = self.connection.getresponse()
+        data = response.read()
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status != 200:
+            raise RuntimeError(f"{path}: HTTP {response.status}: {data[:200]!r}")
+        timing = response.getheader("Server-Timing", "app;dur=nan")
+        return data, elapsed, float(timing.split("dur=")[1])
+
+
+class Run:
+    """Timings of one pass (extender or floor) over the same pods."""
+
+    def __init__(self):
+        self.client = {"filter": [], "prioritize": [], "bind": []}
+        self.server = {"filter": [], "prioritize": [], "bind": []}
+        self.driver_json = {"filter": [], "prioritize": [], "bind": []}
+        self.cycle_server = []
+        self.lock = threading.Lock()
+        self.wall = 0.0
+        self.pods = 0
+
+    def add(self, verb: str, client_ms: float, server_ms: float, json_ms: float) -> None:
+        with self.lock:
+            self.client[verb].append(client_ms)
+            self.server[verb].append(server_ms)
+            self.driver_json[verb].append(json_ms)
+
+    def summary(self) -> dict:
+        def pct(values):
+            a = np.array(values) if values else np.array([np.nan])
+            return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
+                    "mean": round(float(a.mean()), 3)}
+
+        return {
+            "pods": self.pods,
+            "cycles_per_s": round(self.pods / self.wall, 1) if self.wall else None,
+            "cycle_server_ms": pct(self.cycle_server),
+            "server_ms": {v: pct(x) for v, x in self.server.items()},
+            "client_ms": {v: pct(x) for v, x in self.client.items()},
+            "driver_json_ms": {v: pct(x) for v, x in self.driver_json.items()},
+        }
+
+
+def schedule(port: int, pods: list, names: list, node_objects: list | None, run: Run, floor_sizes: dict | None,
+             seed: int) -> dict:
+    """Schedule ``pods`` one at a time; with ``floor_sizes`` send them to the floor instead.
+
+    Returns the reply sizes seen (per pod and verb), for the floor pass.
+    """
+    rng = random.Random(seed)
+    base = FLOOR if floor_sizes is not None else PREFIX
+    main = Client(port)
+    local = threading.local()
+    sizes = {}
+    pool = ThreadPoolExecutor(BIND_THREADS)
+    pending = []
+
+    def bind(uid: str, body: bytes, filter_server: float, prioritize_server: float, headers: dict):
+        if not hasattr(local, "client"):
+            local.client = Client(port)
+        data, client_ms, server_ms = local.client.post(f"{base}/bind", body, headers)
+        started = time.perf_counter()
+        reply = orjson.loads(data)
+        json_ms = (time.perf_counter() - started) * 1000
+        if floor_sizes is None and reply["Error"]:
+            raise RuntimeError(f"bind failed: {reply['Error']}")
+        run.add("bind", client_ms, server_ms, json_ms)
+        with run.lock:
+            run.cycle_server.append(filter_server + prioritize_server + server_ms)
+            sizes.setdefault(uid, {})["bind"] = len(data)
+
+    def ask(verb: str, pod: dict, nodes: list, uid: str, want: dict):
+        """One filter or prioritize call about ``nodes`` (names, or Node objects when
+        ``node_objects`` is given): (decoded reply, server ms)."""
+        t = time.perf_counter()
+        body = orjson.dumps({"Pod": pod, "Nodes": None if node_objects is None else {"items": nodes},
+                             "NodeNames": nodes if node_objects is None else None})
+        encode_ms = (time.perf_counter() - t) * 1000
+        data, client_ms, server_ms = main.post(f"{base}/{verb}", body, {"X-Reply-Bytes": str(want.get(verb, 2))})
+        t = time.perf_counter()
+        reply = orjson.loads(data)
+        run.add(verb, client_ms, server_ms, encode_ms + (time.perf_counter() - t) * 1000)
+        sizes.setdefault(uid, {})[verb] = len(data)
+        return reply, server_ms
+
+    started_all = time.perf_counter()
+    for pod in pods:
+        uid = pod["metadata"]["uid"]
+        want = (floor_sizes or {}).get(uid, {})
+        result, filter_server = ask("filter", pod, names if node_objects is None else node_objects, uid, want)
+        if floor_sizes is None:
+            feasible = result["NodeNames"]
+            if not feasible:
+                continue
+            sizes[uid]["feasible"] = feasible
+        else:
+            feasible = want.get("feasible")
+            if feasible is None:
+                continue
+
+        prioritize_server = 0.0
+        chosen = feasible[0]
+        if len(feasible) > 1:  # kube-scheduler skips prioritize with one feasible node
+            wanted = set(feasible)
+            kept = feasible if node_objects is None else [n for n in node_objects if n["metadata"]["name"] in wanted]
+            scores, prioritize_server = ask("prioritize", pod, kept, uid, want)
+            if floor_sizes is None:
+                top = max(s["Score"] for s in scores)
+                chosen = rng.choice([s["Host"] for s in scores if s["Score"] == top])
+        body = orjson.dumps({"PodName": pod["metadata"]["name"], "PodNamespace": pod["metadata"]["namespace"],
+                             "PodUID": uid, "Node": chosen})
+        headers = {"X-Reply-Bytes": str(want.get("bind", 2))}
+        pending.append(pool.submit(bind, uid, body, filter_server, prioritize_server, headers))
+        run.pods += 1
+    for future in pending:
+        future.result()
+    run.wall = time.perf_counter() - started_all
+    pool.shutdown()
+    return sizes
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def worker_pid(master: int) -> int | None:
+    try:
+        with open(f"/proc/{master}/task/{master}/children") as children:
+            pids = children.read().split()
+        return int(pids[0]) if pids else None
+    except OSError:
+        return None
+
+
+def wait_ready(port: int, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError("load server exited before it was ready")
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", f"{PREFIX}/readyz")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("load server not ready in time")
+
+
+def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir: str) -> dict:
+    objects = cluster_objects(nodes, seed=seed)
+    node_objects = [o for o in objects if o["kind"] == "Node"]
+    names = [n["metadata"]["name"] for n in node_objects]
+    path = os.path.join(workdir, f"cluster-{nodes}.jsonl")  # streamed by the extender, one object per line
+    with open(path, "wb") as handle:
+        for obj in objects:
+            handle.write(orjson.dumps(obj) + b"\n")
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "benchmarks.load_server", "--cluster", path,
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    result = {"nodes": nodes, "gpus": nodes * 8, "bound_pods_at_start": len(objects) - nodes}
+    try:
+        started = time.monotonic()
+        wait_ready(port, process, timeout=600)
+        result["startup_s"] = round(time.monotonic() - started, 1)
+        worker = worker_pid(process.pid)
+        result["rss_mb_at_start"] = rss_mb(worker) if worker else None
+        counter = 0
+        for mode in modes:
+            full = [node_status_bulk(n) for n in node_objects] if mode == "objects" else None
+            batch = [pending_pod(counter + i, seed) for i in range(warmup + pods)]
+            counter += warmup + pods
+            schedule(port, batch[:warmup], names, full, Run(), None, seed)
+            extender = Run()
+            sizes = schedule(port, batch[warmup:], names, full, extender, None, seed)
+            floor = Run()
+            schedule(port, batch[warmup:], names, full, floor, sizes, seed)
+            e, f = extender.summary(), floor.summary()
+            result[mode] = {
+                "extender": e, "floor": f,
+                "ratio_to_floor_p50": {v: round(e["server_ms"][v]["p50"] / f["server_ms"][v]["p50"], 2)
+                                       for v in ("filter", "prioritize", "bind")},
+                "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
+            }
+        result["rss_mb_at_end"] = rss_mb(worker) if worker else None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return result
+
+
+def machine() -> dict:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def print_table(results: list) -> None:
+    print("\nserver-side ms (Server-Timing), p50/p99; client-side round trip p50; ratio = extender p50 / floor p50")
+    header = f"{'nodes':>6} {'mode':>7} {'verb':>10} {'server p50':>10} {'p99':>7} {'client p50':>10} " \
+             f"{'driver json':>11} {'floor p50':>9} {'ratio':>5}"
+    print(header)
+    for r in results:
+        for mode in ("names", "objects"):
+            if mode not in r:
+                continue
+            e, f = r[mode]["extender"], r[mode]["floor"]
+            for verb in ("filter", "prioritize", "bind"):
+                print(f"{r['nodes']:>6} {mode:>7} {verb:>10} {e['server_ms'][verb]['p50']:>10} "
+                      f"{e['server_ms'][verb]['p99']:>7} {e['client_ms'][verb]['p50']:>10} "
+                      f"{e['driver_json_ms'][verb]['p50']:>11} {f['server_ms'][verb]['p50']:>9} "
+                      f"{r[mode]['ratio_to_floor_p50'][verb]:>5}")
+            print(f"{r['nodes']:>6} {mode:>7} {'cycle':>10} {e['cycle_server_ms']['p50']:>10} "
+                  f"{e['cycle_server_ms']['p99']:>7}   cycles/s {e['cycles_per_s']} (floor {f['cycles_per_s']}, "
+                  f"ratio {r[mode]['cycles_ratio_to_floor']})")
+        print(f"{r['nodes']:>6} RSS MB at start {r['rss_mb_at_start']}, at end {r['rss_mb_at_end']}, "
+              f"startup {r['startup_s']} s")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Drive the extender like kube-scheduler and measure it.")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--pods", type=int, default=2000, help="measured pods per mode")
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--modes", nargs="+", default=["names", "objects"], choices=["names", "objects"],
+                        help="names = nodeCacheCapable true, objects = false (full Node objects)")
+    parser.add_argument("--objects-pods", type=int, default=None, help="measured pods in objects mode")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", metavar="FILE", help="write every figure here")
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for nodes in args.nodes:
+            r = {}
+            for mode in args.modes:
+                pods = args.objects_pods if mode == "objects" and args.objects_pods else args.pods
+                one = measure(nodes, pods, min(args.warmup, pods), [mode], args.seed, workdir)
+                r = {**one, **{k: v for k, v in r.items() if k in ("names", "objects")}}
+            results.append(r)
+            print_table([r])
+    report = {"machine": machine(), "command": " ".join(["python -m benchmarks.load"] + (argv or sys.argv[1:])),
+              "results": results}
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "wb") as handle:
+            handle.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""The Kubernetes backend: the ledger fed by the API server, bindings written to it.
+
+:class:`KubernetesCluster` implements the backend protocol of
+:mod:`extender.cluster`. Contract:
+
+* three :class:`~extender.kube.reflector.Reflector` threads list and watch
+  Nodes, Pods (all namespaces) and the ConfigMaps of ``kube-system`` and feed
+  the ledger through the same ``observe_*``/``forget_*`` calls the embedded
+  cluster uses; those calls take only a node's lock, briefly, so the watches
+  never hold up filter, prioritize or bind;
+* ``ready()`` is False until all three have completed their first list;
+* after every pod list, an allocation the ledger held before the list was
+  issued whose pod is not in the list is released (its pod is gone: a
+  deletion the watch missed, or a bind whose pod vanished);
+* a pod that becomes *unaccounted* (bound, requests shared GPU, carries no
+  allocation) gets a Warning event ``UnaccountedGPUShare``, sent from a
+  thread of its own so the watch never waits on it;
+* ``bind`` patches the allocation annotations on the pod (only if it still
+  has the UID the scheduler named), then creates the Binding (which also
+  carries them). A Binding refused because the pod is already on that node
+  is success (bind is idempotent). On any other failure the pod is read back:
+  bound to that node after all means success; still unbound means the
+  annotations are removed again; then :class:`ClusterError` is raised. If
+  the pod cannot be read back, the error is marked ``ambiguous`` and
+  nothing is undone.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import queue
+import threading
+import time
+
+import orjson
+
+from extender import annotations as A
+from extender.cluster import ClusterError
+from extender.kube.reflector import Backoff, Reflector, api_status
+from extender.logs import fields, get_logger
+from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
+
+
+def _name(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("name") or ""
+
+
+def _uid(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("uid") or ""
+
+
+def _namespaced_name(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _node_name(pod: dict) -> str | None:
+    """What the pod store keeps of a pod: the node it is bound to."""
+    return (pod.get("spec") or {}).get("nodeName")
+
+
+def _trim(obj: dict) -> dict:
+    """Drop what the extender never reads and a big cluster would pay for in memory."""
+    meta = obj.get("metadata")
+    if meta and "managedFields" in meta:
+        obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return obj
+
+
+class KubernetesCluster:
+    kind = "kubernetes"
+
+    def __init__(self, api_client, *, source: str = "kubernetes", namespace: str = UNHEALTHY_CONFIGMAP_NAMESPACE,
+                 backoff: Backoff | None = None, watch_timeout: int = 300, request_timeout: float = 5.0,
+                 page_size: int = 500):
+        from kubernetes import client
+
+        self.api = client.CoreV1Api(api_client)
+        self.source = source
+        self.namespace = namespace
+        self.backoff = backoff or Backoff()
+        self.watch_timeout = watch_timeout
+        self.request_timeout = request_timeout
+        self.page_size = page_size
+        self.reflectors: list[Reflector] = []
+        self._pods: Reflector | None = None
+        self._events: queue.Queue = queue.Queue(maxsize=1000)
+        self._events_thread: threading.Thread | None = None
+        self.log = get_logger()
+
+    @classmethod
+    def from_configuration(cls, configuration, **options) -> "KubernetesCluster":
+        from kubernetes import client
+
+        return cls(client.ApiClient(configuration), **options)
+
+    # -- protocol: lifecycle --------------------------------------------------------
+    def start(self, ledger) -> None:
+        common = dict(backoff=self.backoff, watch_timeout=self.watch_timeout, transform=_trim,
+                      page_size=self.page_size)
+        nodes = Reflector("nodes", self.api.list_node, _name, ledger.observe_node,
+                          lambda name, _kept: ledger.forget_node(name), keep=lambda _obj: None, **common)
+        self._pods = Reflector("pods", self.api.list_pod_for_all_namespaces, _uid,
+                               functools.partial(self._observe_pod, ledger),
+                               lambda uid, _node: ledger.forget_pod(uid),
+                               before_list=lambda: [a.pod.uid for a in ledger.allocations()],
+                               keep=_node_name, **common)
+        configmaps = Reflector("configmaps", functools.partial(self.api.list_namespaced_config_map, self.namespace),
+                               _namespaced_name, ledger.observe_configmap,
+                               lambda _key, obj: ledger.observe_configmap(obj, deleted=True), **common)
+        self.reflectors = [nodes, self._pods, configmaps]
+        for reflector in self.reflectors:
+            reflector.start()
+        self._events_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
+        self._events_thread.start()
+
+    def ready(self) -> bool:
+        return bool(self.reflectors) and all(r.synced.is_set() for r in self.reflectors)
+
+    def stop(self) -> None:
+        for reflector in self.reflectors:
+            reflector.stop()
+        if self._events_thread is not None:
+            self._events.put(None)
+            self._events_thread.join(5)
+
+    # -- unaccounted pods: Warning events -----------------------------------------------
+    def _observe_pod(self, ledger, pod: dict) -> None:
+        seen = ledger.counters.unaccounted_seen
+        ledger.observe_pod(pod)
+        if ledger.counters.unaccounted_seen > seen:
+            try:
+                self._events.put_nowait(pod)
+            except queue.Full:
+                pass  # the log line and the counter still tell
+
+    def _send_events(self) -> None:
+        while (pod := self._events.get()) is not None:
+            meta = pod.get("metadata") or {}
+            namespace = meta.get("namespace") or "default"
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            event = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
+                                   "namespace": namespace, "uid": meta.get("uid")},
+                "type": "Warning", "reason": "UnaccountedGPUShare",
+                "message": (f"pod is bound to node {(pod.get('spec') or {}).get('nodeName')} and requests shared "
+                            "GPU but carries no GPU allocation annotation: its GPU use is not counted"),
+                "source": {"component": "cgpu-extender"}, "reportingComponent": "cgpu-extender",
+                "reportingInstance": os.environ.get("HOSTNAME", "cgpu-extender"),
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            }
+            try:
+                self._call(self.api.create_namespaced_event, namespace, event)
+            except ClusterError as exc:
+                self.log.warning("could not record an event", extra=fields(pod=f"{namespace}/{meta.get('name')}",
+                                                                           error=str(exc)))
+
+    def status(self) -> dict:
+        """Per watched resource: synced, resourceVersion, list/watch/event/error counts."""
+        return {r.name: {"synced": r.synced.is_set(), "resourceVersion": r.resource_version, **r.stats}
+                for r in self.reflectors}
+
+    # -- protocol: pods ---------------------------------------------------------------
+    def get_pod(self, namespace: str, name: str, uid: str) -> dict | None:
+        """The pod from the API (the watch keeps no pod bodies); None unless its UID is ``uid``."""
+        try:
+            pod = self._read_pod(namespace, name)
+        except ClusterError:
+            return None
+        return pod if pod is not None and _uid(pod) == uid else None
+
+    def bound_node(self, uid: str) -> str | None:
+        """The node the watch last saw the pod bound to, if any."""
+        return self._pods.store.get(uid) if self._pods is not None else None
+
+    def bind(self, pod: dict, node: str, annotations: dict) -> None:
+        meta = pod.get("metadata") or {}
+        name, namespace, uid = meta.get("name") or "", meta.get("namespace") or "default", meta.get("uid") or ""
+        holder = self.bound_node(uid)
+        if holder and holder != node:
+            raise ClusterError(f"pod is already bound to node {holder}")
+        if annotations:
+            # Keys of ours that this allocation does not use are cleared: a stale V1
+            # index from an earlier attempt must not survive next to new V2 keys.
+            self._patch_annotations(namespace, name, uid, {k: annotations.get(k) for k in A.ALL_KEYS})
+        if holder == node:
+            return
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": name, "namespace": namespace, "uid": uid,
+                                **({"annotations": dict(annotations)} if annotations else {})},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            self._call(self.api.create_namespaced_pod_binding, name, namespace, binding)
+            return
+        except ClusterError as failure:
+            try:
+                current = self._read_pod(namespace, name)
+            except ClusterError:
+                failure.ambiguous = True  # the Binding may exist; leave everything as it is
+                raise failure from None
+            if current is not None and _uid(current) == uid:
+                bound_to = (current.get("spec") or {}).get("nodeName")
+                if bound_to == node:
+                    return  # the Binding exists after all (a retry, or a reply lost after the write)
+                if not bound_to and annotations:
+                    self._undo_annotations(namespace, name, uid)
+            raise failure
+
+    def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
+        """The node the API shows the pod bound to now (None: unbound or gone)."""
+        current = self._read_pod(namespace, name)
+        if current is None or _uid(current) != uid:
+            return None
+        return (current.get("spec") or {}).get("nodeName")
+
+    def _undo_annotations(self, namespace: str, name: str, uid: str) -> None:
+        try:
+            self._patch_annotations(namespace, name, uid, dict.fromkeys(A.ALL_KEYS))
+        except ClusterError as exc:
+            self.log.warning("could not remove the annotations of a failed bind", extra=fields(
+                pod=f"{namespace}/{name}", uid=uid, error=str(exc)))
+
+    # -- API calls --------------------------------------------------------------------
+    def _patch_annotations(self, namespace: str, name: str, uid: str, values: dict) -> None:
+        # with the UID in it, the patch is invalid (422) on a pod recreated under the same name
+        body = {"metadata": {"uid": uid, "annotations": values}}
+        self._call(self.api.patch_namespaced_pod, name, namespace, body)
+
+    def _read_pod(self, namespace: str, name: str) -> dict | None:
+        """The pod as the API has it now; None if it does not exist."""
+        try:
+            return self._call(self.api.read_namespaced_pod, name, namespace)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _call(self, method, *args) -> dict:
+        """A generated client call, its reply as JSON; every failure as a :class:`ClusterError`."""
+        try:
+            response = method(*args, _preload_content=False, _request_timeout=self.request_timeout)
+            try:
+                return orjson.loads(response.data or b"{}")
+            finally:
+                response.release_conn()
+        except Exception as exc:  # noqa: BLE001 - the client raises many types; all mean "failed"
+            raise _cluster_error(exc) from None
+
+
+def _cluster_error(exc: Exception) -> ClusterError:
+    code = api_status(exc)
+    if code is None:
+        error = ClusterError(f"Kubernetes API unreachable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    else:
+        message = getattr(exc, "reason", "") or ""
+        try:
+            message = orjson.loads(getattr(exc, "body", None) or b"{}").get("message") or message
+        except (orjson.JSONDecodeError, AttributeError):
+            pass
+        error = ClusterError(f"Kubernetes API answered {code}: {message}")
+    error.status = code
+    return error

@@ -1,0 +1,31 @@
+"""The load benchmark runs end to end on a tiny cluster (figures are not checked here)."""
+
+import json
+
+import numpy as np
+
+from benchmarks import load
+from benchmarks.synthetic import cluster_objects
+from extender.app import build_extender
+from extender.config import Config
+from extender.embedded import EmbeddedCluster
+
+
+def test_synthetic_cluster_is_deterministic_and_within_capacity():
+    assert cluster_objects(30, seed=3) == cluster_objects(30, seed=3)
+    extender = build_extender(Config(), cluster=EmbeddedCluster(cluster_objects(200, seed=3)))
+    _, v = extender.ledger.state.view_all()
+    assert (v.mem_used <= v.mem_total).all() and (v.core_used <= np.maximum(v.core_total, 0)).all()
+    assert len(extender.ledger.allocations()) > 200 and not extender.ledger.unaccounted()
+
+
+def test_driver_measures_extender_and_floor(tmp_path):
+    out = tmp_path / "load.json"
+    assert load.main(["--nodes", "30", "--pods", "12", "--warmup", "3", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    result = report["results"][0]
+    for mode in ("names", "objects"):
+        extender, floor = result[mode]["extender"], result[mode]["floor"]
+        assert extender["pods"] == floor["pods"] > 0
+        assert extender["server_ms"]["filter"]["p50"] > 0 and floor["server_ms"]["filter"]["p50"] > 0
+    assert result["rss_mb_at_end"] > 0

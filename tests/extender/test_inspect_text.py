@@ -1,0 +1,147 @@
+"""`cgpu-extender inspect` / `kubectl inspect cgpu`: the same text from the API server's
+annotations and from a running extender, for the same allocations."""
+
+import threading
+
+import pytest
+import yaml
+from kubernetes import client
+from werkzeug.serving import make_server
+
+from builders import node, pod
+from extender import annotations as A
+from extender.app import build_extender, create_app
+from extender.cli import main
+from extender.commands.inspect import from_api, from_endpoint, kubectl_plugin
+from extender.config import Config
+from extender.inspect_text import UnknownNode, render
+from extender.kube.backend import KubernetesCluster
+from extender.kube.reflector import Backoff
+from fakekube import FakeKube, wait_until
+
+NS = 1_700_000_000_000_000_000
+
+
+def bound(name, node_name, annotations, **kwargs):
+    p = pod(name, node_name=node_name, **kwargs)
+    p["metadata"]["annotations"] = annotations
+    p["status"]["phase"] = "Running"
+    return p
+
+
+def with_ip(n, ip):
+    n["status"]["addresses"] = [{"type": "Hostname", "address": n["metadata"]["name"]},
+                                {"type": "InternalIP", "address": ip}]
+    return n
+
+
+OBJECTS = {
+    "nodes": [with_ip(node("core-a", "core_mem", gpus=2, gib=15), "192.0.2.10"),
+              with_ip(node("cgpu-a", "cgpu", gpus=2, gib=22), "192.0.2.11"),
+              node("plain", None)],
+    "pods": [
+        bound("cuda-sample", "core-a", A.write({0: {1: 2}}, {0: {1: 30}}, 15, NS), mem=2, core=30),
+        bound("train", "core-a", A.write({0: {1: 8}}, {0: {1: 50}}, 15, NS), mem=8, core=50, namespace="ml"),
+        bound("infer", "cgpu-a", {A.V1_INDEX: "0", A.V1_POD: "6", A.V1_DEVICE: "22"}, mem=6),
+        bound("wide", "cgpu-a", A.write({0: {0: 4, 1: 4}}, {}, 22, NS), mem=8,
+              labels={"aliyun.com/gpu-count": "2"}),
+        bound("stray", "cgpu-a", {}, mem=5),  # bound, requests GPU memory, no GPU index
+        pod("waiting", mem=3),  # not bound: not shown
+    ],
+}
+
+SUMMARY = """\
+NAME    IPADDRESS   GPU0(Allocated/Total)  GPU1(Allocated/Total)  PENDING(Allocated)  GPU Memory(GiB)  GPU Core(%)
+cgpu-a  192.0.2.11  10/22                  4/22                   5                   19/44            -
+core-a  192.0.2.10  0/15                   10/15                                      10/30            80/200
+----------------------------------------------------------------------------------------------------------------------
+Allocated/Total GPU Memory In Cluster:
+29/74 (39%)
+Allocated/Total GPU Core In Cluster:
+80/200 (40%)
+"""
+
+DETAILS = """\
+
+NAME:       cgpu-a
+IPADDRESS:  192.0.2.11
+
+NAME   NAMESPACE  GPU0(Allocated)  GPU1(Allocated)  PENDING(Allocated)
+infer  default    6                0                0
+wide   default    4                4                0
+stray  default    0                0                5
+Allocated :  19 (43%)
+Total :      44
+----------------------------------------------------------------------------
+
+NAME:       core-a
+IPADDRESS:  192.0.2.10
+
+NAME         NAMESPACE  GPU0(Allocated)  GPU1(Allocated)
+cuda-sample  default    0                2 (30%)
+train        ml         0                8 (50%)
+Allocated :       10 (33%)
+Total :           30
+Allocated Core :  80 (40%)
+Total Core :      200
+--------------------------------------------------------------
+
+
+Allocated/Total GPU Memory In Cluster:  29/74 (39%)
+Allocated/Total GPU Core In Cluster:  80/200 (40%)
+"""
+
+
+@pytest.fixture(scope="module")
+def sources():
+    kube = FakeKube().start()
+    for kind, items in OBJECTS.items():
+        for item in items:
+            kube.create(kind, item)
+    configuration = client.Configuration()
+    configuration.host = kube.url
+    cluster = KubernetesCluster.from_configuration(configuration, backoff=Backoff(0.02, 0.2), watch_timeout=5)
+    extender = build_extender(Config(), cluster=cluster)
+    wait_until(extender.ready, what="sync")
+    server = make_server("127.0.0.1", 0, create_app(Config(), extender=extender), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_port}/cgpu-scheduler"
+    yield {"api": from_api(api_client=client.ApiClient(configuration)), "endpoint": from_endpoint(endpoint),
+           "url": endpoint, "server": kube.url}
+    server.shutdown()
+    cluster.stop()
+    kube.stop()
+
+
+@pytest.mark.parametrize("source", ["api", "endpoint"])
+def test_summary_and_details_match_the_documented_format(sources, source):
+    assert render(sources[source]) == SUMMARY
+    assert render(sources[source], details=True) == DETAILS
+
+
+def test_one_node_and_an_unknown_one(sources):
+    text = render(sources["api"], node="cgpu-a")
+    assert text.splitlines()[1].startswith("cgpu-a  192.0.2.11  10/22") and "core-a" not in text
+    assert text.splitlines()[-1] == "19/44 (43%)"
+    with pytest.raises(UnknownNode):
+        render(sources["api"], node="plain")
+
+
+def test_the_commands_print_it(sources, capsys, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": sources["server"]}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    assert main(["inspect", "-d", "--kubeconfig", str(kubeconfig)]) == 0
+    assert capsys.readouterr().out == DETAILS
+    assert main(["inspect", "--endpoint", sources["url"]]) == 0
+    assert capsys.readouterr().out == SUMMARY
+    assert kubectl_plugin(["-d", "--endpoint", sources["url"] + "/inspect"]) == 0
+    assert capsys.readouterr().out == DETAILS
+    assert main(["inspect", "--endpoint", "http://127.0.0.1:9/nothing"]) == 1
+    assert "inspect: cannot read http://127.0.0.1:9/nothing/inspect" in capsys.readouterr().err
+    assert main(["inspect", "--kubeconfig", "/nonexistent/kubeconfig"]) == 1
+    assert "no such kubeconfig file" in capsys.readouterr().err
