@@ -73,13 +73,15 @@ def allowed(view: NodesView, shapes: Shapes, cpu_used, host_used, memory_pods, c
     core_ok = ((view.mode == MODE_CORE) & (memory_pods == 0))[:, None]
     memory_ok = ((view.mode == MODE_MEMORY) & (core_pods == 0))[:, None]
     mode_ok = (count == 0) | np.where(core > 0, core_ok, memory_ok)
-    weight = table[:, :, -1, -1]  # (groups, U): all the popularity of each group and class
-    table = table[:, :, i, j]
-    if shapes.pressure is not None:
-        table = table * shapes.pressure[:, None, None]
-        weight = weight * shapes.pressure[:, None]
-    popular = np.einsum("gn,gun->nu", shapes.model_mask(view), table)
-    return mode_ok * popular / weight.sum()
+    pressure = np.ones(len(table)) if shapes.pressure is None else shapes.pressure
+    weight = (table[:, :, -1, -1] * pressure[:, None]).sum()  # all the popularity
+    popular = np.zeros((len(view), len(count)))
+    for group, rows in enumerate(shapes.model_rows(view)):  # each group only on the nodes it may use
+        if rows is None:
+            popular += pressure[group] * table[group][:, i, j].T
+        elif len(rows):
+            popular[rows] += pressure[group] * table[group][:, i[rows], j[rows]].T
+    return mode_ok * popular / weight
 
 
 def _strand(total, takers, small, allow, count) -> np.ndarray:
@@ -205,7 +207,7 @@ class PartsCache:
             a = self._arrays
             stale = np.flatnonzero(a["version"][rows] != version)
             if len(stale):
-                sub = _subview(view, stale)
+                sub = subview(view, stale)
                 total, takers, small, share, takes = _parts(sub, classes, sub.mem_used, sub.core_used, sub.pods)
                 target = rows[stale]
                 a["total"][target], a["takers"][target], a["small"][target] = total, takers, small
@@ -280,7 +282,8 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
             - fragmentation(view, shapes, cache))
 
 
-def _subview(view: NodesView, index: np.ndarray) -> NodesView:
+def subview(view: NodesView, index: np.ndarray) -> NodesView:
+    """The rows ``index`` of ``view``, copied."""
     return NodesView(**{name: value[index] for name, value in vars(view).items()})
 
 

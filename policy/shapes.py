@@ -71,16 +71,21 @@ class Shapes:
         return self._derive(pressure=pressure)
 
     def plus(self, i: int, weight: float) -> "Shapes":
-        """The same shapes with ``weight`` more popularity for shape i (tables updated, not rebuilt)."""
+        """The same shapes with ``weight`` more popularity for shape i.
+
+        The host table is updated in place, not copied (it can be large): it is
+        shared with this object and every copy derived from it, and a reader in
+        another thread may see the update half applied. Popularity is a
+        heuristic weight; the measure reads its normalisation from the table
+        itself, so it stays consistent with what it reads.
+        """
         weights = self.weight.copy()
         weights[i] += weight
         new = self._derive(weight=weights)
         if "host_table" in self.__dict__:
             cpu, memory, table = self.host_table
-            table = table.copy()
             table[self._groups[1][i], self._classes[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
                   np.searchsorted(memory, self.host_memory[i]) + 1:] += weight
-            new.__dict__["host_table"] = (cpu, memory, table)
         return new
 
     @cached_property
@@ -102,14 +107,31 @@ class Shapes:
         codes = [None if m is None else np.array(sorted(model_code(x) for x in m), dtype=np.int64) for m in groups]
         return codes, index
 
+    def model_rows(self, view: NodesView) -> list:
+        """Per model group: the rows of ``view`` whose GPU model it may use (None: every row)."""
+        groups = self._groups[0]
+        if all(codes is None for codes in groups):
+            return [None] * len(groups)
+        models, index = np.unique(view.model, return_inverse=True)
+        index = index.reshape(-1)
+        order = np.argsort(index, kind="stable")
+        bounds = np.searchsorted(index[order], np.arange(len(models) + 1))
+        by_model = {int(m): order[bounds[k]:bounds[k + 1]] for k, m in enumerate(models)}
+        rows = []
+        for codes in groups:
+            if codes is None:
+                rows.append(None)
+            else:
+                parts = [by_model[int(c)] for c in codes if int(c) in by_model]
+                rows.append(np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64))
+        return rows
+
     def model_mask(self, view: NodesView) -> np.ndarray:
         """(model groups, n): the node's GPU model is one the group's shapes may use."""
-        if len(self._groups[0]) == 1 and self._groups[0][0] is None:
-            return np.ones((1, len(view)), dtype=bool)
-        models, index = np.unique(view.model, return_inverse=True)
-        member = np.stack([np.ones(len(models), dtype=bool) if codes is None else np.isin(models, codes)
-                           for codes in self._groups[0]])
-        return member[:, index.reshape(-1)]
+        mask = np.zeros((len(self._groups[0]), len(view)), dtype=bool)
+        for group, rows in enumerate(self.model_rows(view)):
+            mask[group, slice(None) if rows is None else rows] = True
+        return mask
 
     @cached_property
     def host_table(self) -> tuple:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.fragmentation import ModelPressure, PartsCache, distinct_gpus, growth_on, growth_per_gpu
+from policy.fragmentation import ModelPressure, PartsCache, distinct_gpus, growth_on, growth_per_gpu, subview
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
@@ -60,10 +60,27 @@ class Fragmentation:
         shapes = self.mix.shapes() or self.mix.alone(candidates.request)
         if all(codes is None for codes in shapes.model_groups()):
             return shapes
-        self._pressure.see(candidates.view)
+        self._pressure_from(candidates.view)
         return shapes.under_pressure(self._pressure.of(shapes))
 
+    def _pressure_from(self, view) -> None:
+        shapes = self.mix.shapes()
+        if shapes is not None and any(codes is not None for codes in shapes.model_groups()):
+            self._pressure.see(view)
+
     def choose(self, candidates: Candidates) -> np.ndarray:
+        feasible = candidates.feasible
+        if not feasible.all():  # the ledger may evaluate every node in place: work on the feasible ones only
+            index = np.flatnonzero(feasible)
+            part = Candidates(subview(candidates.view, index), candidates.request, candidates.fit[index],
+                              feasible[index], candidates.gpus[index])
+            self._pressure_from(candidates.view)
+            gpus = np.full(candidates.gpus.shape, -1)
+            gpus[index] = self.choose(part)
+            growth = np.full(len(feasible), np.inf)
+            growth[index] = part.notes["growth"]
+            candidates.notes["growth"] = growth
+            return gpus
         view, request = candidates.view, candidates.request
         shapes = self.shapes(candidates)
         if request.gpu_count != 1:
