@@ -126,13 +126,6 @@ class Shapes:
                 rows.append(np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64))
         return rows
 
-    def model_mask(self, view: NodesView) -> np.ndarray:
-        """(model groups, n): the node's GPU model is one the group's shapes may use."""
-        mask = np.zeros((len(self._groups[0]), len(view)), dtype=bool)
-        for group, rows in enumerate(self.model_rows(view)):
-            mask[group, slice(None) if rows is None else rows] = True
-        return mask
-
     @cached_property
     def host_table(self) -> tuple:
         """``(cpu, memory, table)``: sorted distinct CPU and memory demands and the (groups, U, C+1, M+1) table
