@@ -236,6 +236,13 @@ def wait_ready(port: int, process: subprocess.Popen, timeout: float) -> None:
     raise RuntimeError("load server not ready in time")
 
 
+def pinning() -> tuple[set, set] | None:
+    """(server cores, driver cores): the extender on one core, the driver on the rest,
+    so that neither steals the other's core mid-request; None on a one-core machine."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return ({cores[0]}, set(cores[1:])) if len(cores) >= 2 else None
+
+
 def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir: str) -> dict:
     objects = cluster_objects(nodes, seed=seed)
     node_objects = [o for o in objects if o["kind"] == "Node"]
@@ -245,9 +252,14 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
         for obj in objects:
             handle.write(orjson.dumps(obj) + b"\n")
     port = free_port()
+    cores = pinning()
     process = subprocess.Popen([sys.executable, "-m", "benchmarks.load_server", "--cluster", path,
-                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    result = {"nodes": nodes, "gpus": nodes * 8, "bound_pods_at_start": len(objects) - nodes}
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               preexec_fn=(lambda: os.sched_setaffinity(0, cores[0])) if cores else None)
+    if cores:
+        os.sched_setaffinity(0, cores[1])
+    result = {"nodes": nodes, "gpus": nodes * 8, "bound_pods_at_start": len(objects) - nodes,
+              "pinned": {"server": sorted(cores[0]), "driver": sorted(cores[1])} if cores else None}
     try:
         started = time.monotonic()
         wait_ready(port, process, timeout=600)

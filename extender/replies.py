@@ -44,7 +44,8 @@ def _padded(encoded: list, terminator: bytes) -> np.ndarray:
     return matrix
 
 
-_REASONS = _padded([orjson.dumps(MESSAGES[code]) for code in range(len(MESSAGES))], b",")
+_REASONS = [np.frombuffer(b":" + orjson.dumps(MESSAGES[code]) + b",", dtype=np.uint8)
+            for code in range(len(MESSAGES))]  # ':"reason",' per code
 
 
 class Fragments:
@@ -60,12 +61,22 @@ class Fragments:
         return self.names[rows].tobytes()[:-1]
 
     def map_of(self, rows: np.ndarray, codes: np.ndarray) -> bytes:
-        """``"a":"reason","b":"reason"`` for ``rows`` and their reason codes (no braces)."""
-        block = np.empty((len(rows), self.width + 1 + _REASONS.shape[1]), dtype=np.uint8)
-        block[:, :self.width + 1] = self.names[rows]
-        block[:, self.width] = ord(":")
-        block[:, self.width + 1:] = _REASONS[codes]
-        return block.tobytes()[:-1]
+        """``"a":"reason","b":"reason"`` for ``rows`` and their reason codes (no braces).
+
+        One block per reason present (a dozen at most), each as wide as its own
+        reason, so short reasons are not padded to the longest.
+        """
+        if not len(rows):
+            return b""
+        blocks = []
+        for code in np.flatnonzero(np.bincount(codes, minlength=len(_REASONS))):
+            these = rows[codes == code]
+            reason = _REASONS[code]
+            block = np.empty((len(these), self.width + len(reason)), dtype=np.uint8)
+            block[:, :self.width] = self.names[these, :self.width]
+            block[:, self.width:] = reason
+            blocks.append(block.tobytes())
+        return b"".join(blocks)[:-1]
 
     def scores_of(self, rows: np.ndarray, scores: np.ndarray) -> bytes:
         """``{"Host":"a","Score":10},...`` for ``rows`` (no brackets)."""

@@ -61,6 +61,31 @@ class NodesView:
     def __len__(self) -> int:
         return len(self.known)
 
+    def take(self, index: np.ndarray) -> "RowSubset":
+        """The rows ``index`` of this view; each field is gathered when first read."""
+        return RowSubset(self, index)
+
+
+class RowSubset:
+    """Some rows of a :class:`NodesView`, read like one; a field is copied out of the
+    base view only when something reads it, so a scoring strategy pays for the
+    fields it uses and no others."""
+
+    def __init__(self, base: NodesView, index: np.ndarray):
+        self._base = base
+        self._index = index
+
+    def __getattr__(self, name: str):
+        value = getattr(self._base, name)[self._index]
+        setattr(self, name, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def take(self, index: np.ndarray) -> "RowSubset":
+        return RowSubset(self._base, self._index[index])
+
 
 _ROW_FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods",
                "cpu_total", "cpu_used", "host_mem_total", "host_mem_used", "model", "version")
@@ -68,7 +93,9 @@ _BASE_GPU_FIELDS = ("mem_total", "mem_used", "core_total", "core_used", "pods", 
 _DERIVED_FIELDS = ("mem_free", "core_free", "usable", "full")
 _GPU_FIELDS = _BASE_GPU_FIELDS + _DERIVED_FIELDS
 _DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool, "usable": bool, "full": np.float64,
-           "live": bool}
+           "live": bool, **{f: np.int32 for f in ("mem_total", "mem_used", "core_total", "core_used", "pods",
+                                                  "mem_free", "core_free")}}
+GPU_SLOT_MULTIPLE = 8  # rows of 8 booleans read as one uint64 (policy.placement.count_per_row)
 
 
 def fullness_of(mem_used, mem_total, core_used, core_total, core_mode) -> np.ndarray:
@@ -89,7 +116,7 @@ class RowIndex(dict):
 class ClusterState:
     """Nodes × GPUs capacity and usage (see module doc)."""
 
-    def __init__(self, rows: int = 64, gpus: int = 8):
+    def __init__(self, rows: int = 64, gpus: int = GPU_SLOT_MULTIPLE):
         self._lock = threading.RLock()
         self.index = RowIndex()
         self.names: list[str | None] = []
@@ -103,6 +130,7 @@ class ClusterState:
     # -- storage -----------------------------------------------------------
     @staticmethod
     def _allocate(rows: int, gpus: int) -> dict:
+        gpus = -(-max(gpus, 1) // GPU_SLOT_MULTIPLE) * GPU_SLOT_MULTIPLE
         arrays = {f: np.zeros(rows, dtype=_DTYPES.get(f, np.int64)) for f in _ROW_FIELDS + ("live",)}
         arrays.update({f: np.zeros((rows, gpus), dtype=_DTYPES.get(f, np.int64)) for f in _GPU_FIELDS})
         return arrays

@@ -166,3 +166,13 @@ def test_derived_arrays_match_capacity_and_usage(state, request):
     assert (v.mem_free == v.mem_total - v.mem_used).all()
     assert (v.core_free == v.core_total - v.core_used).all()
     assert (v.usable == (v.healthy & (v.pods < v.max_pod[:, None]))).all()
+
+
+@given(st.integers(0, 40), st.sampled_from([1, 3, 8, 16, 24]), st.data())
+def test_count_per_row_counts_like_numpy(rows, width, data):
+    from policy.placement import count_per_row
+
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=rows * width, max_size=rows * width)),
+                    dtype=bool).reshape(rows, width)
+    assert count_per_row(mask).tolist() == np.count_nonzero(mask, axis=1).tolist()
+    assert count_per_row(mask[:, ::-1]).tolist() == np.count_nonzero(mask[:, ::-1], axis=1).tolist()
