@@ -36,7 +36,7 @@ from policy.names import MODE_CORE, MODE_MEMORY
 from policy.placement import fill
 from policy.request import GPURequest
 from policy.shapes import Shapes
-from policy.state import NodesView
+from policy.state import VIEW_FIELDS, NodesView
 
 
 def idle(view: NodesView, mem_used=None, core_used=None) -> np.ndarray:
@@ -283,13 +283,14 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
 
 
 def subview(view: NodesView, index: np.ndarray) -> NodesView:
-    """The rows ``index`` of ``view``, copied."""
-    return NodesView(**{name: value[index] for name, value in vars(view).items()})
+    """The rows ``index`` of ``view`` (a full view or a row subset of one)."""
+    return view.take(index)
 
 
 def _one_gpu_each(view: NodesView, rows: np.ndarray, gpus: np.ndarray) -> NodesView:
     """The candidate GPUs as a view of M one-GPU nodes (for the per-GPU helpers)."""
     fields = {}
-    for name, value in vars(view).items():
+    for name in VIEW_FIELDS:
+        value = getattr(view, name)
         fields[name] = value[rows, gpus][:, None] if value.ndim == 2 else value[rows]
     return NodesView(**fields)

@@ -66,6 +66,9 @@ class NodesView:
         return RowSubset(self, index)
 
 
+VIEW_FIELDS = tuple(NodesView.__dataclass_fields__)
+
+
 class RowSubset:
     """Some rows of a :class:`NodesView`, read like one; a field is copied out of the
     base view only when something reads it, so a scoring strategy pays for the
