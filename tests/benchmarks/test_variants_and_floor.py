@@ -1,14 +1,14 @@
 import numpy as np
 import pytest
 
-import synthetic
+import small_trace
 from benchmarks.trace import read_pods
 from benchmarks.variants import kind_mask, reweigh
 
 
 @pytest.fixture(scope="module")
 def pods(tmp_path_factory):
-    return read_pods(synthetic.write(str(tmp_path_factory.mktemp("v")))[1])
+    return read_pods(small_trace.write(str(tmp_path_factory.mktemp("v")))[1])
 
 
 @pytest.mark.parametrize("kind,fraction", [("share", 0.6), ("share", 0.1), ("multi", 0.5), ("cpu", 0.4)])

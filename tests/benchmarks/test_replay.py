@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-import synthetic
+import small_trace
 from benchmarks import protocol
 from benchmarks.kube import KubeScheduler
 from benchmarks.mapping import GPU_GIB, make_mapping
@@ -17,7 +17,7 @@ from policy.node import parse_node
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
-    nodes_path, pods_path = synthetic.write(str(tmp_path_factory.mktemp("trace")))
+    nodes_path, pods_path = small_trace.write(str(tmp_path_factory.mktemp("trace")))
     return read_nodes(nodes_path), read_pods(pods_path), nodes_path, pods_path
 
 
@@ -48,7 +48,7 @@ def test_every_arrival_is_placed_or_dropped_and_the_ledger_holds_what_was_placed
 
 def test_a_pod_that_fits_nowhere_is_dropped_and_the_rest_go_on(tmp_path):
     rows = [(4_000, 4_096, 9, 1000, "")] + [(1_000, 1_024, 1, 1000, "")] * 10  # no node has 9 GPUs
-    nodes_path, pods_path = synthetic.write(str(tmp_path), rows)
+    nodes_path, pods_path = small_trace.write(str(tmp_path), rows)
     nodes, pods = read_nodes(nodes_path), read_pods(pods_path)
     run = replay(nodes, pods, "binpack", 1)
     big = run.demand == 9000
