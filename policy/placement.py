@@ -80,12 +80,11 @@ class Candidates:
 
     def chosen(self, per_gpu: np.ndarray) -> np.ndarray:
         """``per_gpu`` (n, G) values at the chosen GPUs, (n, N); 0 where infeasible."""
-        safe = np.maximum(self.gpus, 0)
-        if safe.shape[1] == 1:
-            taken = per_gpu[np.arange(len(safe)), safe[:, 0]][:, None]
-        else:
-            taken = np.take_along_axis(per_gpu, safe, axis=1)
-        return np.where(self.gpus >= 0, taken, 0)
+        flat = self.notes.get("flat_chosen")
+        if flat is None:  # index of each chosen GPU in per_gpu.ravel(), the same for every field
+            rows = np.arange(len(self.gpus))[:, None]
+            flat = self.notes["flat_chosen"] = rows * per_gpu.shape[1] + np.maximum(self.gpus, 0)
+        return np.where(self.gpus >= 0, per_gpu.ravel().take(flat), 0)
 
     def node_fill(self) -> np.ndarray:
         """Mean fullness of the node's healthy GPUs before the pod, (n,); 0 on a node without any."""
@@ -100,11 +99,8 @@ class Candidates:
         """
         if self.gpus.shape[1] == 0:
             return self.node_fill()
-        v, r = self.view, self.request
-        after = fullness_of(self.chosen(v.mem_used) + r.memory_per_gpu, self.chosen(v.mem_total),
-                            self.chosen(v.core_used) + r.core_per_gpu, self.chosen(v.core_total),
-                            (v.mode == MODE_CORE)[:, None])
-        return np.where(self.gpus >= 0, after, 0.0).mean(axis=1)
+        after = self.chosen(fullness(self.view, self.request.memory_per_gpu, self.request.core_per_gpu))
+        return np.where(self.gpus >= 0, after, 0.0).sum(axis=1) / self.gpus.shape[1]
 
 
 @dataclass
@@ -125,9 +121,9 @@ class Evaluation:
         """The evaluation of the nodes at ``rows`` of the evaluated view (-1: an unknown node)."""
         known = rows >= 0
         safe = np.maximum(rows, 0)
-        return Evaluation(np.where(known, self.reason[safe], R.UNKNOWN_NODE).astype(np.int8),
-                          np.where(known[:, None], self.gpus[safe], -1),
-                          np.where(known, self.raw[safe], -np.inf))
+        return Evaluation(np.where(known, np.take(self.reason, safe), R.UNKNOWN_NODE).astype(np.int8),
+                          np.where(known[:, None], np.take(self.gpus, safe, axis=0), -1),
+                          np.where(known, np.take(self.raw, safe), -np.inf))
 
 
 def gpu_fit(view: NodesView, request: GPURequest) -> tuple[np.ndarray, np.ndarray]:
@@ -178,14 +174,14 @@ def gpu_fit(view: NodesView, request: GPURequest) -> tuple[np.ndarray, np.ndarra
 def _why_not_now(view: NodesView, request: GPURequest, rows: np.ndarray, untouched) -> np.ndarray:
     """Reasons for ``rows``, nodes that could take the pod but have too few fitting GPUs now."""
     n_gpus = request.gpu_count
-    healthy = view.healthy[rows]
-    mem_ok = view.mem_free[rows] >= request.memory_per_gpu
-    core_ok = view.core_free[rows] >= request.core_per_gpu if request.core_per_gpu else True
-    slot_ok = view.pods[rows] < view.max_pod[rows][:, None]
+    healthy = np.take(view.healthy, rows, axis=0)
+    mem_ok = np.take(view.mem_free, rows, axis=0) >= request.memory_per_gpu
+    core_ok = np.take(view.core_free, rows, axis=0) >= request.core_per_gpu if request.core_per_gpu else True
+    slot_ok = np.take(view.pods, rows, axis=0) < np.take(view.max_pod, rows)[:, None]
     few = lambda mask: count_per_row(healthy & mask) < n_gpus  # noqa: E731
     conditions = [
         count_per_row(healthy) < n_gpus,
-        few(untouched[rows]) if untouched is not None else np.zeros(len(rows), dtype=bool),
+        few(np.take(untouched, rows, axis=0)) if untouched is not None else np.zeros(len(rows), dtype=bool),
         few(mem_ok),
         few(core_ok),
         few(slot_ok),
@@ -224,7 +220,7 @@ def evaluate(view: NodesView, request: GPURequest, strategy, score: bool = True)
         return Evaluation(reason, gpus, raw)
     # GPU choice and scores are worked out for the feasible nodes only.
     nodes = view.take(feasible) if len(feasible) < len(view) else view
-    fits = fit[feasible]
+    fits = np.take(fit, feasible, axis=0)
     every = np.ones(len(feasible), dtype=bool)
     candidates = Candidates(nodes, request, fits, every, choose_by_placement(nodes, fits, every, request.gpu_count))
     choose = getattr(strategy, "choose", None)

@@ -9,6 +9,7 @@ so that ``"1.5"`` and ``"1500m"`` compare equal and nothing is rounded.
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -51,6 +52,11 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(value)
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)  # pods repeat a few values ("2", "8Gi") over and over
+def _parse_text(value: str) -> Fraction:
     if value.isdigit() and value.isascii():
         return Fraction(int(value))  # the common case, "2", without the regular expression
     match = _QUANTITY.fullmatch(value.strip())

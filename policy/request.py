@@ -28,9 +28,9 @@ fits every known node and takes no GPU.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 from policy.names import (
@@ -66,33 +66,43 @@ class GPURequest:
     host_memory: int = 0  # bytes, the pod's memory request
     models: frozenset | None = None  # GPU models (GPU_MODEL_LABEL values) the pod may use, None = any
 
-    @property
+    @cached_property
     def memory(self) -> int:
         """GiB for the whole pod."""
         return sum(c.memory for c in self.containers)
 
-    @property
+    @cached_property
     def core(self) -> int:
         """Compute units for the whole pod (0 when memory-only)."""
         return sum(c.core for c in self.containers)
 
-    @property
+    @cached_property
     def memory_per_gpu(self) -> int:
         return self.memory // self.gpu_count if self.gpu_count else 0
 
-    @property
+    @cached_property
     def core_per_gpu(self) -> int:
         return self.core // self.gpu_count if self.gpu_count else 0
 
-    @property
+    @cached_property
     def wants_core(self) -> bool:
         """True for a memory+compute pod, which only core_mem nodes take."""
         return self.core > 0
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, int, int]:
         """``(memory per GPU, core per GPU, GPU count)``: what placement depends on."""
         return (self.memory_per_gpu, self.core_per_gpu, self.gpu_count)
+
+    @cached_property
+    def fit_key(self) -> tuple:
+        """All that decides where the request fits (:func:`policy.placement.gpu_fit`)."""
+        return (self.memory_per_gpu, self.core_per_gpu, self.gpu_count, self.wants_core, self.whole_device)
+
+    @cached_property
+    def placement_key(self) -> tuple:
+        """All that placement and scoring read: the request but for how it splits over containers."""
+        return self.fit_key + (self.cpu, self.host_memory, self.models)
 
 
 def simple_request(memory: int, core: int = 0, gpu_count: int = 1, whole_device: bool = False,
@@ -137,6 +147,9 @@ def gpu_models(pod: dict) -> frozenset | None:
     return allowed
 
 
+_NOTHING = Fraction(0)
+
+
 def _host_amount(container: dict, resource: str) -> Fraction:
     """A container's request of ``resource`` (its limit when it has no request), 0 if unreadable."""
     resources = container.get("resources") or {}
@@ -144,10 +157,10 @@ def _host_amount(container: dict, resource: str) -> Fraction:
         amounts = resources.get(source) or {}
         if isinstance(amounts, dict) and resource in amounts:
             try:
-                return max(parse_quantity(amounts[resource]), Fraction(0))
+                return max(parse_quantity(amounts[resource]), _NOTHING)
             except QuantityError:
-                return Fraction(0)
-    return Fraction(0)
+                return _NOTHING
+    return _NOTHING
 
 
 def host_requests(pod: dict) -> tuple[int, int]:
@@ -158,17 +171,21 @@ def host_requests(pod: dict) -> tuple[int, int]:
     API server would not have admitted it).
     """
     spec = (pod.get("spec") if isinstance(pod, dict) else None) or {}
-    totals = []
-    for resource, scale in (("cpu", 1000), ("memory", 1)):
-        def amount(containers) -> list:
-            if not isinstance(containers, list):
-                return []
-            return [_host_amount(c, resource) for c in containers if isinstance(c, dict)]
-
-        total = max(sum(amount(spec.get("containers"))), max(amount(spec.get("initContainers")), default=0))
-        total += _host_amount({"resources": {"requests": spec.get("overhead") or {}}}, resource)
-        totals.append(math.ceil(total * scale))
-    return totals[0], totals[1]
+    containers, inits = spec.get("containers"), spec.get("initContainers")
+    cpu = memory = _NOTHING
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, dict):
+            cpu += _host_amount(container, "cpu")
+            memory += _host_amount(container, "memory")
+    for container in inits if isinstance(inits, list) else ():
+        if isinstance(container, dict):
+            cpu = max(cpu, _host_amount(container, "cpu"))
+            memory = max(memory, _host_amount(container, "memory"))
+    overhead = spec.get("overhead")
+    if overhead:
+        cpu += _host_amount({"resources": {"requests": overhead}}, "cpu")
+        memory += _host_amount({"resources": {"requests": overhead}}, "memory")
+    return math.ceil(cpu * 1000), math.ceil(memory)
 
 
 def _amount(container: dict, resource: str) -> object | None:
@@ -270,7 +287,8 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
             )
         whole_device = True
 
-    request = GPURequest(tuple(found), gpu_count, whole_device)
+    cpu, host_memory = host_requests(pod)
+    request = GPURequest(tuple(found), gpu_count, whole_device, cpu, host_memory, gpu_models(pod))
     if gpu_count > 1:
         if request.wants_core:
             raise InvalidRequest(
@@ -288,5 +306,4 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
             f"{REQUIRE_WHOLE_DEVICE} needs the whole GPU's compute: {GPU_CORE} must total 100, "
             f"got {request.core_per_gpu}"
         )
-    cpu, host_memory = host_requests(pod)
-    return dataclasses.replace(request, cpu=cpu, host_memory=host_memory, models=gpu_models(pod))
+    return request

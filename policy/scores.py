@@ -29,16 +29,15 @@ def extender_scores(raw: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     if not feasible.any():
         return scores
     values = raw[feasible]
-    distinct = np.unique(values)[::-1]  # best first
-    hi, lo = distinct[0], distinct[-1]
+    ascending, position = np.unique(values, return_inverse=True)
+    lo, hi = ascending[0], ascending[-1]
     if hi == lo:
         scores[feasible] = MAX_SCORE
         return scores
+    distinct = ascending[::-1]  # best first
     levels = np.floor(MAX_SCORE * (distinct - lo) / (hi - lo)).astype(np.int64)
     levels[0] = MAX_SCORE
     rank = np.arange(len(distinct))
     strict = np.maximum(np.minimum.accumulate(levels + rank) - rank, 0)
-    # distinct is descending; searchsorted wants ascending.
-    position = len(distinct) - 1 - np.searchsorted(distinct[::-1], values)
-    scores[feasible] = strict[position]
+    scores[feasible] = strict[::-1][position]
     return scores

@@ -79,7 +79,7 @@ class RowSubset:
         self._index = index
 
     def __getattr__(self, name: str):
-        value = getattr(self._base, name)[self._index]
+        value = getattr(self._base, name).take(self._index, axis=0)
         setattr(self, name, value)
         return value
 
@@ -157,8 +157,11 @@ class ClusterState:
         return self._arrays[field]
 
     def _bump(self, row: int) -> None:
+        """Mark ``row`` changed, after its values were written. The row's version is
+        set before the generation moves on, so a reader that notes the generation
+        and then reads versions cannot miss this change (see :mod:`policy.rowcache`)."""
+        self._arrays["version"][row] = self.generation + 1
         self.generation += 1
-        self._arrays["version"][row] = self.generation
 
     # -- nodes ---------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> int:
@@ -297,7 +300,7 @@ class ClusterState:
         a = self._arrays
         known = rows >= 0
         safe = np.where(known, rows, 0)
-        gathered = {f: a[f][safe] for f in _ROW_FIELDS + _GPU_FIELDS}
+        gathered = {f: a[f].take(safe, axis=0) for f in _ROW_FIELDS + _GPU_FIELDS}
         if not known.all():
             unknown = ~known
             for f in _ROW_FIELDS + _GPU_FIELDS:

@@ -3,7 +3,11 @@
 A strategy has ``name`` and ``score(candidates) -> raw`` (float per node,
 higher is better; only feasible nodes matter). A node's raw score may depend
 only on that node's row and the request, never on which other nodes are in
-the view: the ledger may evaluate every node and then pick the ones asked for. It may also have
+the view: the ledger may evaluate every node and then pick the ones asked for.
+A strategy whose scores depend on nothing else either (no learned mix, no
+random draws) says so with ``row_local = True``; the ledger then keeps its
+results per request between calls and recomputes only the nodes that
+changed (:mod:`policy.rowcache`). It may also have
 ``choose(candidates) -> gpus`` to pick GPUs itself instead of the node's
 placement label, and ``observe(request)`` to learn from the pods it sees.
 """

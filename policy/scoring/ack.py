@@ -19,6 +19,7 @@ from policy.placement import Candidates
 
 class Ack:
     name = "ack"
+    row_local = True
 
     def score(self, candidates: Candidates) -> np.ndarray:
         f = candidates.fill_after()

@@ -25,6 +25,7 @@ GPU_SCALE = 8
 
 class BestFit:
     name = "bestfit"
+    row_local = True
 
     def score(self, candidates: Candidates) -> np.ndarray:
         view, request = candidates.view, candidates.request

@@ -16,6 +16,7 @@ from policy.placement import Candidates
 
 class Binpack:
     name = "binpack"
+    row_local = True
 
     def score(self, candidates: Candidates) -> np.ndarray:
         return candidates.fill_after()

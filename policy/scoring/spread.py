@@ -14,6 +14,7 @@ from policy.placement import Candidates
 
 class Spread:
     name = "spread"
+    row_local = True
 
     def score(self, candidates: Candidates) -> np.ndarray:
         return 1.0 - candidates.fill_after()

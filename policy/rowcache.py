@@ -1,0 +1,84 @@
+"""Results over every node, kept per request between calls and refreshed only where nodes changed.
+
+kube-scheduler asks about one pod after another, mostly of a few shapes (the
+replicas of a Job or Deployment ask alike), and between two questions a bind
+or an informer event changes a node or two. :class:`RowCache` keeps, per key,
+the arrays a ``compute(view)`` function returned for every row of a
+:class:`~policy.state.ClusterState`, with the state's ``generation`` they are
+current for. On the next call for the key it recomputes only the rows whose
+``version`` is newer (every row after a change of layout or GPU slots):
+
+    changed = { r : version[r] > generation_then }
+    result[changed] = compute(view(changed))
+
+``compute`` must give each row a result that depends on that row and the key
+alone, never on which other rows are in the view — the contract of every
+placement pass in :mod:`policy.placement` and of the strategies that declare
+``row_local`` (:mod:`policy.scoring`).
+
+Rows read while a writer is changing them may be read half-written, as with
+:meth:`~policy.state.ClusterState.view_live`; such rows carry a newer version
+afterwards and are recomputed on the next call (bind re-checks under the
+node's lock in any case).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Hashable
+
+import numpy as np
+
+from policy.state import ClusterState
+
+REFRESH_ALL = 4  # recompute everything when more than 1/REFRESH_ALL of the rows changed
+
+
+class _Entry:
+    __slots__ = ("layout", "rows", "slots", "generation", "arrays")
+
+
+class RowCache:
+    """Per-key arrays over every row of one state (see module doc)."""
+
+    def __init__(self, state: ClusterState, size: int = 64):
+        self._state = state
+        self._size = size
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: Hashable, compute: Callable, rows: np.ndarray, first: int | None = None) -> tuple:
+        """``compute``'s arrays for ``key`` (only the ``first`` few if given), current, at
+        ``rows`` (-1: row 0's values; the caller masks unknown rows)."""
+        safe = np.maximum(rows, 0)
+        with self._lock:
+            arrays = self._current(key, compute)[:first]
+            return tuple(a.take(safe, axis=0) for a in arrays)
+
+    def _current(self, key: Hashable, compute: Callable) -> tuple:
+        state = self._state
+        generation = state.generation  # first: see policy.state.ClusterState._bump
+        layout, rows, slots = state.layout, len(state.names), state.gpu_slots
+        entry = self._entries.get(key)
+        if entry is None or (entry.layout, entry.rows, entry.slots) != (layout, rows, slots):
+            entry = _Entry()
+            entry.layout, entry.rows, entry.slots = layout, rows, slots
+            entry.arrays = tuple(np.array(a) for a in compute(state.view_live()))
+            self._entries[key] = entry
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        else:
+            changed = np.flatnonzero(state.array("version")[:rows] > entry.generation)
+            if REFRESH_ALL * len(changed) > rows:
+                entry.arrays = tuple(np.array(a) for a in compute(state.view_live()))
+            elif len(changed):
+                for array, part in zip(entry.arrays, compute(state.view(changed))):
+                    array[changed] = part
+            self._entries.move_to_end(key)
+        entry.generation = generation
+        return entry.arrays
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
