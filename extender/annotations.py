@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import orjson
+
 from policy.request import GPURequest
 
 V2_ALLOCATION = "scheduler.framework.gpushare.allocation"
@@ -41,7 +43,7 @@ class Recovered:
 
 def _dump(nested: dict) -> str:
     ordered = {str(c): {str(g): int(v) for g, v in sorted(gpus.items())} for c, gpus in sorted(nested.items())}
-    return json.dumps(ordered, separators=(",", ":"))
+    return orjson.dumps(ordered).decode()
 
 
 def write(memory: dict, core: dict, gpu_memory: int, assume_ns: int, assigned: bool = False,
@@ -59,7 +61,7 @@ def write(memory: dict, core: dict, gpu_memory: int, assume_ns: int, assigned: b
     if not v1_only:
         annotations.update({
             V2_ALLOCATION: _dump(memory),
-            V2_DEVICE: json.dumps({str(g): gpu_memory for g in gpus}, separators=(",", ":")),
+            V2_DEVICE: orjson.dumps({str(g): int(gpu_memory) for g in gpus}).decode(),
             V2_ASSIGNED: flag,
             V2_ASSUME_TIME: str(assume_ns),
         })

@@ -92,12 +92,15 @@ class EmbeddedCluster:
             self._pending.pop(uid, None)
             if not annotations:
                 self._plain[uid] = (namespace, name, node)
-        if self._ledger is not None:  # pods without annotations too: the ledger counts every pod's CPU and memory
-            self._ledger.observe_pod({
-                "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
-                "spec": {"nodeName": node, "containers": (pod.get("spec") or {}).get("containers") or []},
-                "status": {"phase": "Pending"},
-            })
+        if self._ledger is None:
+            return
+        if annotations and self._ledger.confirm(uid, node):  # reserved by bind, CPU and memory counted with it
+            return
+        self._ledger.observe_pod({  # pods without annotations too: the ledger counts every pod's CPU and memory
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
+            "spec": {"nodeName": node, "containers": (pod.get("spec") or {}).get("containers") or []},
+            "status": {"phase": "Pending"},
+        })
 
     def delete_pod(self, namespace: str, name: str) -> str | None:
         """Delete a pod as the API server would; returns its UID, None if there is no such pod."""

@@ -35,6 +35,7 @@ from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLI
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
 from policy.reasons import MESSAGES
+from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
 from policy.request import GPURequest, InvalidRequest, host_requests, parse_pod_request
 
@@ -167,6 +168,9 @@ class Ledger:
         self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._locks_guard = threading.Lock()
         self.counters = _Counters()
+        self._row_local = getattr(strategy, "row_local", False)
+        self._fits = RowCache(state)
+        self._evaluations = RowCache(state)
 
     # -- locking ---------------------------------------------------------------
     def node_lock(self, node: str) -> threading.Lock:
@@ -178,22 +182,42 @@ class Ledger:
         """``(rows, layout)`` of node names (see :meth:`ClusterState.lookup`)."""
         return self.state.lookup(names)
 
-    def _reads_in_place(self, rows: np.ndarray) -> bool:
-        """Whether to evaluate every row in place and pick ``rows`` from the result,
-        rather than gather ``rows`` first: gathering copies 16 arrays, so reading in
-        place wins from about a sixth of all rows up (measured at 5,000 nodes)."""
-        return 6 * len(rows) >= len(self.state.names)
-
     def check_rows(self, request: GPURequest, rows: np.ndarray) -> np.ndarray:
-        """Reason codes (``FITS`` = fits) for the nodes at ``rows``: the filter's question."""
-        if not self._reads_in_place(rows):
-            return gpu_fit(self.state.view(rows), request)[1]
-        reason = gpu_fit(self.state.view_live(), request)[1]
-        return np.where(rows >= 0, reason[np.maximum(rows, 0)], REASON_UNKNOWN).astype(np.int8)
+        """Reason codes (``FITS`` = fits) for the nodes at ``rows``: the filter's question.
+
+        With a ``row_local`` strategy they come with the full evaluation, which
+        prioritize and bind then find current; otherwise from a cache of the fit alone.
+        """
+        if self._row_local:
+            (reason,) = self._evaluations.take(request.placement_key, self._evaluator(request), rows, first=1)
+        else:
+            (reason,) = self._fits.take(request.fit_key, lambda view: (gpu_fit(view, request)[1],), rows)
+        return np.where(rows >= 0, reason, REASON_UNKNOWN).astype(np.int8)
+
+    def _evaluator(self, request: GPURequest):
+        """``view → (reason, gpus, raw)``: what the evaluation cache keeps for ``request``."""
+        def compute(view):
+            result = evaluate(view, request, self.strategy)
+            return result.reason, result.gpus, result.raw
+
+        return compute
 
     def evaluate_rows(self, request: GPURequest, rows: np.ndarray, score: bool = True) -> Evaluation:
-        """Full evaluation (reasons, GPU choice, raw scores) for the nodes at ``rows``."""
-        if not self._reads_in_place(rows):
+        """Full evaluation (reasons, GPU choice, raw scores) for the nodes at ``rows``.
+
+        A ``row_local`` strategy's results come from the cache of earlier calls
+        for the same request, recomputed where nodes changed; any other
+        strategy evaluates now (it may learn from or draw for each call): every
+        node in place when most are asked for, else the rows asked for,
+        gathered (gathering copies 16 arrays, so reading in place wins from
+        about a sixth of all rows up, measured at 5,000 nodes).
+        """
+        if self._row_local:
+            reason, gpus, raw = self._evaluations.take(request.placement_key, self._evaluator(request), rows)
+            known = rows >= 0
+            return Evaluation(np.where(known, reason, REASON_UNKNOWN).astype(np.int8),
+                              np.where(known[:, None], gpus, -1), np.where(known, raw, -np.inf))
+        if 6 * len(rows) < len(self.state.names):
             return evaluate(self.state.view(rows), request, self.strategy, score=score)
         return evaluate(self.state.view_live(), request, self.strategy, score=score).take(rows)
 
@@ -234,7 +258,8 @@ class Ledger:
             if row < 0:
                 self.counters.rejected += 1
                 raise BindRejected(f"node {node} is unknown to the GPU-share extender")
-            result = evaluate(self.state.view(np.array([row])), request, self.strategy, score=False)
+            # the row's GPU use cannot change while its lock is held: a cached evaluation is exact
+            result = self.evaluate_rows(request, np.array([row]), score=False)
             if not result.feasible[0]:
                 self.counters.rejected += 1
                 raise BindRejected(f"pod {pod} no longer fits on node {node}: {MESSAGES[int(result.reason[0])]}")
@@ -375,6 +400,16 @@ class Ledger:
             self._record(Allocation(ref, node, recovered.memory, recovered.core, wants_core, gpu_memory,
                                     recovered.assume_ns, recovered.source, recovered.assigned, confirmed=True))
             self.counters.recovered += 1
+
+    def confirm(self, uid: str, node: str) -> bool:
+        """The pod reserved on ``node`` is seen bound there, its requests as reserved
+        (what :meth:`observe_pod` would conclude, for a caller that knows it); False
+        when no such reservation exists."""
+        existing = self._allocations.get(uid)
+        if existing is None or existing.node != node or self._host.get(uid) is None:
+            return False
+        existing.confirmed = True
+        return True
 
     def forget_pod(self, uid: str) -> None:
         """A pod was deleted."""

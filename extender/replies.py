@@ -19,127 +19,136 @@ the request was served, the reply is built the ordinary way with orjson.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from itertools import compress
 
 import numpy as np
 import orjson
 
 from extender import wire
+from extender.nodelists import Fragments, NodeLists
+from policy.placement import Evaluation
 from policy.reasons import FITS, MESSAGE_TABLE, MESSAGES, UNRESOLVABLE_TABLE
 
-_SPACE = ord(" ")
-_TENS = np.frombuffer(b" " * 10 + b"1", dtype=np.uint8)  # score 0..10 as two characters
-_ONES = np.frombuffer(b"01234567890", dtype=np.uint8)
-_HOST = np.frombuffer(b'{"Host":', dtype=np.uint8)
-_SCORE = np.frombuffer(b',"Score":00},', dtype=np.uint8)
+
+def _void(raw: bytes) -> np.void:
+    return np.frombuffer(raw, dtype=f"V{len(raw)}")[0]
 
 
-def _padded(encoded: list, terminator: bytes) -> np.ndarray:
-    """One row per fragment: the bytes, spaces up to the widest, then ``terminator``."""
-    width = max(map(len, encoded), default=2)
-    matrix = np.full((len(encoded), width + len(terminator)), _SPACE, dtype=np.uint8)
-    for i, fragment in enumerate(encoded):
-        matrix[i, :len(fragment)] = np.frombuffer(fragment, dtype=np.uint8)
-    matrix[:, width:] = np.frombuffer(terminator, dtype=np.uint8)
-    return matrix
+_REASONS = [_void(b":" + orjson.dumps(MESSAGES[code]) + b",") for code in range(len(MESSAGES))]  # ':"reason",'
+_HOST = _void(b'{"Host":')
+_SCORES = np.array([_void(b',"Score":%2d},' % score) for score in range(11)])  # ',"Score": 7},'
+_RECENT = 64  # replies kept for reuse
 
 
-_REASONS = [np.frombuffer(b":" + orjson.dumps(MESSAGES[code]) + b",", dtype=np.uint8)
-            for code in range(len(MESSAGES))]  # ':"reason",' per code
+def _map_of(fragments: Fragments, rows: np.ndarray, codes: np.ndarray) -> bytes:
+    """``"a":"reason","b":"reason"`` for ``rows`` and their reason codes (no braces).
+
+    One block per reason present (a dozen at most), each as wide as its own
+    reason, so short reasons are not padded to the longest.
+    """
+    if not len(rows):
+        return b""
+    blocks = []
+    for code in np.flatnonzero(np.bincount(codes, minlength=len(_REASONS))):
+        these = np.compress(codes == code, rows)
+        block = np.empty(len(these), dtype=[("name", fragments.bare.dtype), ("reason", _REASONS[code].dtype)])
+        block["name"] = np.take(fragments.bare, these)
+        block["reason"] = _REASONS[code]
+        blocks.append(block.tobytes())
+    return b"".join(blocks)[:-1]
 
 
-class Fragments:
-    """Padded names of every row of one node layout."""
-
-    def __init__(self, layout: int, names_by_row: list):
-        self.layout = layout
-        self.names = _padded([orjson.dumps(n or "") for n in names_by_row], b",")
-        self.width = self.names.shape[1] - 1  # padded name, without the terminator
-
-    def list_of(self, rows: np.ndarray) -> bytes:
-        """``"a","b"`` for ``rows`` (no brackets)."""
-        return self.names[rows].tobytes()[:-1]
-
-    def map_of(self, rows: np.ndarray, codes: np.ndarray) -> bytes:
-        """``"a":"reason","b":"reason"`` for ``rows`` and their reason codes (no braces).
-
-        One block per reason present (a dozen at most), each as wide as its own
-        reason, so short reasons are not padded to the longest.
-        """
-        if not len(rows):
-            return b""
-        blocks = []
-        for code in np.flatnonzero(np.bincount(codes, minlength=len(_REASONS))):
-            these = rows[codes == code]
-            reason = _REASONS[code]
-            block = np.empty((len(these), self.width + len(reason)), dtype=np.uint8)
-            block[:, :self.width] = self.names[these, :self.width]
-            block[:, self.width:] = reason
-            blocks.append(block.tobytes())
-        return b"".join(blocks)[:-1]
-
-    def scores_of(self, rows: np.ndarray, scores: np.ndarray) -> bytes:
-        """``{"Host":"a","Score":10},...`` for ``rows`` (no brackets)."""
-        head = len(_HOST)
-        block = np.empty((len(rows), head + self.width + len(_SCORE)), dtype=np.uint8)
-        block[:, :head] = _HOST
-        block[:, head:head + self.width] = self.names[rows, :self.width]
-        block[:, head + self.width:] = _SCORE
-        block[:, -4] = _TENS[scores]
-        block[:, -3] = _ONES[scores]
-        return block.tobytes()[:-1]
+def _scores_of(fragments: Fragments, rows: np.ndarray, scores: np.ndarray) -> bytes:
+    """``{"Host":"a","Score":10},...`` for ``rows`` (no brackets)."""
+    block = np.empty(len(rows), dtype=[("host", _HOST.dtype), ("name", fragments.bare.dtype),
+                                       ("score", _SCORES.dtype)])
+    block["host"] = _HOST
+    block["name"] = np.take(fragments.bare, rows)
+    block["score"] = np.take(_SCORES, scores)
+    return block.tobytes()[:-1]
 
 
 class ReplyWriter:
-    """Builds replies for one :class:`~policy.state.ClusterState` (see module doc)."""
+    """Builds replies with the fragments of one :class:`~extender.nodelists.NodeLists` (see module doc).
 
-    def __init__(self, state):
-        self._state = state
-        self._fragments: Fragments | None = None
+    A reply is a function of the rows asked about (the same array object, from
+    the node-list memo), the layout, and the codes or raw scores; the last
+    reply per verb and request key is kept and returned again while those are
+    unchanged, as they mostly are from one pod of a Job to the next.
+    """
+
+    def __init__(self, lists: NodeLists):
+        self._lists = lists
+        self._recent: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def fragments(self, layout: int, rows: np.ndarray) -> Fragments | None:
-        """Fragments for ``layout`` if every row is known and the layout is current."""
-        if len(rows) and rows.min() < 0:
-            return None
-        current = self._fragments
-        if current is not None and current.layout == layout:
-            return current
+    def _reuse(self, key, rows: np.ndarray, layout: int, basis: np.ndarray) -> bytes | None:
         with self._lock:
-            state = self._state
-            if state.layout != layout:
-                return None
-            names = list(state.names)
-            if state.layout != layout:
-                return None
-            self._fragments = Fragments(layout, names)
-            return self._fragments
+            entry = self._recent.get(key)
+        if entry is not None and entry[0] is rows and entry[1] == layout and np.array_equal(entry[2], basis):
+            return entry[3]
+        return None
 
-    def filter(self, names: list, nodes: list | None, rows: np.ndarray, layout: int, codes: np.ndarray) -> bytes:
-        """An ``ExtenderFilterResult``: nodes with code ``FITS`` pass, the others fail with their reason.
+    def _keep(self, key, rows: np.ndarray, layout: int, basis: np.ndarray, reply: bytes) -> bytes:
+        with self._lock:
+            self._recent[key] = (rows, layout, basis, reply)
+            self._recent.move_to_end(key)
+            if len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
+        return reply
 
-        ``nodes`` are the request's Node objects (nodeCacheCapable=false) or None.
-        """
+    def filter(self, args: wire.ExtenderArgs, rows: np.ndarray, layout: int, codes: np.ndarray,
+               key=None) -> bytes:
+        """An ``ExtenderFilterResult`` for the nodes of ``args`` (at ``rows``): nodes with code
+        ``FITS`` pass, the others fail with their reason. ``key`` (the request's) lets an
+        unchanged reply be reused."""
+        if key is not None:
+            reply = self._reuse(("filter", key), rows, layout, codes)
+            if reply is not None:
+                return reply
         ok = codes == FITS
         unresolvable = UNRESOLVABLE_TABLE[codes]
         failed = ~ok & ~unresolvable
-        fragments = None if nodes is not None else self.fragments(layout, rows)
+        nodes = args.nodes
+        fragments = None if nodes is not None else self._lists.fragments(layout, rows)
         if fragments is None:
+            names = args.names
             reply = wire.filter_reply(
                 list(compress(names, ok)), None if nodes is None else list(compress(nodes, ok)),
                 dict(zip(compress(names, failed), MESSAGE_TABLE[codes[failed]])),
                 dict(zip(compress(names, unresolvable), MESSAGE_TABLE[codes[unresolvable]])))
             return wire.encode(reply)
-        return b"".join((
-            b'{"Nodes":null,"NodeNames":[', fragments.list_of(rows[ok]),
-            b'],"FailedNodes":{', fragments.map_of(rows[failed], codes[failed]),
-            b'},"FailedAndUnresolvableNodes":{', fragments.map_of(rows[unresolvable], codes[unresolvable]),
+        reply = b"".join((
+            b'{"Nodes":null,"NodeNames":[', fragments.list_of(np.compress(ok, rows)),
+            b'],"FailedNodes":{', _map_of(fragments, np.compress(failed, rows), codes[failed]),
+            b'},"FailedAndUnresolvableNodes":{',
+            _map_of(fragments, np.compress(unresolvable, rows), codes[unresolvable]),
             b'},"Error":""}',
         ))
+        return reply if key is None else self._keep(("filter", key), rows, layout, codes, reply)
 
-    def prioritize(self, names: list, rows: np.ndarray, layout: int, scores: np.ndarray) -> bytes:
-        """A ``HostPriorityList`` with integer scores 0..10."""
-        fragments = self.fragments(layout, rows)
+    def prioritize(self, args: wire.ExtenderArgs, rows: np.ndarray, layout: int, evaluation: Evaluation | None,
+                   key=None) -> bytes:
+        """A ``HostPriorityList`` for the nodes of ``args`` (at ``rows``): ``evaluation``'s
+        integer scores 0..10, all 0 when it is None. ``key`` (the request's) lets the
+        reply for unchanged raw scores be reused."""
+        if evaluation is None:
+            scores = np.zeros(len(rows), dtype=np.int64)
+        else:
+            if key is not None:
+                reply = self._reuse(("prioritize", key), rows, layout, evaluation.raw)
+                if reply is not None:
+                    return reply
+            scores = evaluation.scores()
+        reply = self.scores(args, rows, layout, scores)
+        if evaluation is None or key is None:
+            return reply
+        return self._keep(("prioritize", key), rows, layout, evaluation.raw, reply)
+
+    def scores(self, args: wire.ExtenderArgs, rows: np.ndarray, layout: int, scores: np.ndarray) -> bytes:
+        """A ``HostPriorityList`` of integer ``scores`` for the nodes of ``args`` (at ``rows``)."""
+        fragments = self._lists.fragments(layout, rows)
         if fragments is None:
-            return wire.encode(wire.prioritize_reply(names, scores.tolist()))
-        return b"[" + fragments.scores_of(rows, scores) + b"]"
+            return wire.encode(wire.prioritize_reply(args.names, scores.tolist()))
+        return b"[" + _scores_of(fragments, rows, scores) + b"]"

@@ -22,18 +22,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from itertools import compress
 import numpy as np
 
 from extender import wire
 from extender.cluster import ClusterError
 from extender.ledger import BindRejected, Ledger, PodRef
+from extender.nodelists import NodeLists
 from extender.replies import ReplyWriter
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
-from policy.request import InvalidRequest, host_request, host_requests, parse_pod_request
+from policy.request import GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
+
+
+class Seen:
+    """A Pod seen by filter and what :func:`parse_pod_request` made of it: a
+    :class:`GPURequest`, None (no shared GPU) or the :class:`InvalidRequest`."""
+
+    __slots__ = ("pod", "version", "request")
+
+    def __init__(self, pod: dict, request):
+        self.pod = pod
+        self.version = (pod.get("metadata") or {}).get("resourceVersion")
+        self.request = request
 
 
 class PodCache:
@@ -44,17 +56,17 @@ class PodCache:
         self._pods: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, uid: str, pod: dict) -> bool:
-        """Remember ``pod``; True when the UID is new."""
+    def put(self, uid: str, seen: Seen) -> bool:
+        """Remember ``seen``; True when the UID is new."""
         with self._lock:
             new = uid not in self._pods
-            self._pods[uid] = pod
+            self._pods[uid] = seen
             self._pods.move_to_end(uid)
             while len(self._pods) > self._size:
                 self._pods.popitem(last=False)
             return new
 
-    def get(self, uid: str) -> dict | None:
+    def get(self, uid: str) -> Seen | None:
         with self._lock:
             return self._pods.get(uid)
 
@@ -67,82 +79,92 @@ class Extender:
         self.cluster = cluster
         self.clock = clock
         self.pods = PodCache(pod_cache_size)
-        self.replies = ReplyWriter(ledger.state)
+        self.lists = NodeLists(ledger.state)
+        self.replies = ReplyWriter(self.lists)
         self._pod_locks = [threading.Lock() for _ in range(64)]
         self.log = get_logger()
 
     def ready(self) -> bool:
         return self.cluster.ready()
 
-    def _remember(self, pod: dict, request) -> None:
-        """Cache the pod for bind; let a learning strategy see each new GPU pod once."""
+    def _parsed(self, pod: dict):
+        """The pod's :class:`GPURequest`, None, or its :class:`InvalidRequest` (returned, not
+        raised). A pod is parsed once per UID and ``resourceVersion``: the API server
+        changes the version with every change to the pod."""
+        meta = pod.get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        seen = self.pods.get(uid) if uid and version else None
+        if seen is not None and seen.version == version:
+            return seen.request
+        try:
+            return parse_pod_request(pod)
+        except InvalidRequest as exc:
+            return exc
+
+    def _remember(self, pod: dict, parsed, scored: GPURequest | None) -> None:
+        """Cache the pod and its parsed request for bind; let a learning strategy see
+        each new pod's ``scored`` request once."""
         uid = (pod.get("metadata") or {}).get("uid")
-        if uid and self.pods.put(uid, pod) and request is not None:
+        if uid and self.pods.put(uid, Seen(pod, parsed)) and scored is not None:
             observe = getattr(self.ledger.strategy, "observe", None)
             if observe is not None:
-                observe(request)
+                observe(scored)
+
+    def _scored(self, pod: dict, request):
+        """What filter and prioritize place: the pod's GPU request, or with
+        ``score_all_pods`` its CPU and memory as a request for no GPU; None for neither."""
+        if request is None and self.score_all_pods:
+            return host_request(*host_requests(pod))
+        return request if isinstance(request, GPURequest) else None
 
     # -- filter ----------------------------------------------------------------
-    def _rows(self, names: list):
+    def _rows(self, args: wire.ExtenderArgs):
         """``(rows, layout)`` of the request's node names; WireError for non-names."""
         try:
-            rows, layout = self.ledger.lookup(names)
+            return self.lists.rows(args)
         except TypeError:
-            rows = None
-        if rows is None or ((rows < 0).any() and not all(type(n) is str for n in names)):
-            raise wire.WireError("ExtenderArgs.NodeNames must be a list of node names or null")
-        return rows, layout
+            raise wire.WireError(wire.NAMES_NOT_A_LIST) from None
 
     def filter(self, body: bytes) -> bytes:
         """The ``ExtenderFilterResult`` for an ``ExtenderArgs`` body, encoded."""
         try:
             args = wire.parse_extender_args(body)
-            rows, layout = self._rows(args.names)
+            rows, layout = self._rows(args)
         except wire.WireError as exc:
             self.log.warning("filter: bad request", extra=fields(error=str(exc)))
             return wire.encode(wire.filter_error(str(exc)))
         if not self.ready():
             return wire.encode(wire.filter_error(NOT_SYNCED))
-        try:
-            request = parse_pod_request(args.pod)
-        except InvalidRequest as exc:
-            self._remember(args.pod, None)
-            self.log.info("filter: invalid request", extra=fields(pod=str(PodRef.of(args.pod)), error=str(exc)))
+        parsed = self._parsed(args.pod)
+        request = self._scored(args.pod, parsed)
+        self._remember(args.pod, parsed, request)
+        if isinstance(parsed, InvalidRequest):
+            self.log.info("filter: invalid request", extra=fields(pod=str(PodRef.of(args.pod)), error=str(parsed)))
             return wire.encode(wire.filter_reply([], [] if args.nodes is not None else None, {},
-                                                 dict.fromkeys(args.names, str(exc))))
-        if request is None and self.score_all_pods:
-            request = host_request(*host_requests(args.pod))
-        self._remember(args.pod, request)
+                                                 dict.fromkeys(args.names, str(parsed))))
         if request is None or request.gpu_count == 0:
-            codes = np.zeros(len(rows), dtype=np.int8)
+            codes, key = np.zeros(len(rows), dtype=np.int8), None
         else:
-            codes = self.ledger.check_rows(request, rows)
-            passed = codes == FITS
-            # kube-scheduler asks prioritize about exactly the nodes that pass here
-            self.ledger.state.remember(list(compress(args.names, passed)), rows[passed], layout)
-        return self.replies.filter(args.names, args.nodes, rows, layout, codes)
+            codes, key = self.ledger.check_rows(request, rows), request.fit_key
+        passed = codes == FITS
+        if np.count_nonzero(passed) > 1:  # kube-scheduler asks prioritize about exactly these nodes
+            self.lists.remember(np.compress(passed, rows), layout)
+        return self.replies.filter(args, rows, layout, codes, key)
 
     # -- prioritize ------------------------------------------------------------
     def prioritize(self, body: bytes) -> bytes:
         """The ``HostPriorityList`` for an ``ExtenderArgs`` body, encoded (``[]`` for a bad body)."""
         try:
             args = wire.parse_extender_args(body)
-            rows, layout = self._rows(args.names)
+            rows, layout = self._rows(args)
         except wire.WireError as exc:
             self.log.warning("prioritize: bad request", extra=fields(error=str(exc)))
             return b"[]"
-        try:
-            request = parse_pod_request(args.pod)
-        except InvalidRequest:
-            request = None
-        else:
-            if request is None and self.score_all_pods:
-                request = host_request(*host_requests(args.pod))
+        request = self._scored(args.pod, self._parsed(args.pod))
         if request is None or not self.ready():
-            scores = np.zeros(len(rows), dtype=np.int64)
-        else:
-            scores = self.ledger.evaluate_rows(request, rows).scores()
-        return self.replies.prioritize(args.names, rows, layout, scores)
+            return self.replies.prioritize(args, rows, layout, None)
+        evaluation = self.ledger.evaluate_rows(request, rows)
+        return self.replies.prioritize(args, rows, layout, evaluation, request.placement_key)
 
     # -- bind ------------------------------------------------------------------
     def bind(self, body: bytes) -> bytes:
@@ -171,17 +193,19 @@ class Extender:
             error = self._replace_stale(existing, ref)
             if error:
                 return error
-        pod = self.pods.get(args.uid) or self.cluster.get_pod(args.namespace, args.name, args.uid)
-        if pod is None:
-            return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
-                    "preceding filter call")
+        seen = self.pods.get(args.uid)
+        if seen is None:
+            pod = self.cluster.get_pod(args.namespace, args.name, args.uid)
+            if pod is None:
+                return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
+                        "preceding filter call")
+            seen = Seen(pod, self._parsed(pod))
+        pod, request = seen.pod, seen.request
         meta = pod.get("metadata") or {}
         if (meta.get("name"), meta.get("namespace") or "default") != (ref.name, ref.namespace):
             return f"pod uid {ref.uid} belongs to {meta.get('namespace') or 'default'}/{meta.get('name')}, not {ref}"
-        try:
-            request = parse_pod_request(pod)
-        except InvalidRequest as exc:
-            return str(exc)
+        if isinstance(request, InvalidRequest):
+            return str(request)
         allocation, created = None, False
         if request is not None:
             try:

@@ -40,11 +40,43 @@ def field(obj: dict, name: str):
     return found
 
 
-@dataclass
 class ExtenderArgs:
-    pod: dict
-    names: list  # node names, in the scheduler's order
-    nodes: list | None  # full Node objects when the scheduler is not node-cache capable
+    """A decoded ``ExtenderArgs``.
+
+    ``pod`` is the Pod; ``nodes`` the full Node objects when the scheduler is
+    not node-cache capable, else None; ``names`` the candidate node names in
+    the scheduler's order. When the body ends with its ``NodeNames`` array, as
+    kube-scheduler's always does, ``names_json`` holds that array's bytes and
+    ``names`` is decoded only when first read, so that a caller who has seen
+    the same bytes before can skip decoding them (reading ``names`` may then
+    raise :class:`WireError`).
+    """
+
+    __slots__ = ("pod", "nodes", "names_json", "_names", "_body")
+
+    def __init__(self, pod: dict, names: list | None, nodes: list | None, names_json: bytes | None = None,
+                 body: bytes | None = None):
+        self.pod = pod
+        self.nodes = nodes
+        self.names_json = names_json
+        self._names = names
+        self._body = body
+
+    @property
+    def names(self) -> list:
+        if self._names is None:
+            try:
+                names = orjson.loads(self.names_json)
+            except orjson.JSONDecodeError:
+                names = None
+            if type(names) is not list:  # the split was not the body's last member: decode it all
+                whole = _from_object(decode(self._body))
+                self.pod, self.nodes, self.names_json, names = whole.pod, whole.nodes, None, whole.names
+            self._names = names
+        return self._names
+
+
+NAMES_NOT_A_LIST = "ExtenderArgs.NodeNames must be a list of node names or null"
 
 
 @dataclass
@@ -55,9 +87,65 @@ class BindingArgs:
     node: str
 
 
+_WHITESPACE = b" \t\r\n"
+_NODE_NAMES_KEY = b'"NodeNames"'
+
+
+def _skip(body: bytes, i: int, step: int) -> int:
+    """The first index from ``i`` (moving by ``step``) that is not JSON whitespace."""
+    while 0 <= i < len(body) and body[i] in _WHITESPACE:
+        i += step
+    return i
+
+
+def split_node_names(body: bytes) -> tuple[bytes, bytes] | None:
+    """``(rest, names_json)`` when ``body`` ends with a top-level ``"NodeNames": [...]``
+    member: ``rest`` is the body without that member and ``names_json`` the
+    array's bytes. None when the body does not end that way.
+
+    The split is exact whenever ``rest`` decodes to an object and
+    ``names_json`` to an array: the braces of ``rest`` then balance at its
+    end, so the member was at the top level, and as the last member it is the
+    one Go's decoder keeps.
+    """
+    end = _skip(body, len(body) - 1, -1)
+    if end < 1 or body[end] != 0x7D:  # }
+        return None
+    close = _skip(body, end - 1, -1)
+    key = body.rfind(_NODE_NAMES_KEY, 0, close)
+    if close < 0 or body[close] != 0x5D or key < 0:  # ]
+        return None
+    colon = _skip(body, key + len(_NODE_NAMES_KEY), 1)
+    if colon >= close or body[colon] != 0x3A:  # :
+        return None
+    open_ = _skip(body, colon + 1, 1)
+    before = _skip(body, key - 1, -1)
+    if open_ >= close or body[open_] != 0x5B or before < 0 or body[before] not in b",{":  # [
+        return None
+    rest = body[:before] + b"}" if body[before] == 0x2C else body[:before + 1] + b"}"
+    return rest, body[open_:close + 1]
+
+
 def parse_extender_args(body: bytes) -> ExtenderArgs:
-    """Decode an ``ExtenderArgs`` body (filter and prioritize)."""
-    args = decode(body)
+    """Decode an ``ExtenderArgs`` body (filter and prioritize); see :class:`ExtenderArgs`."""
+    split = split_node_names(body)
+    if split is not None:
+        try:
+            rest = orjson.loads(split[0])
+        except orjson.JSONDecodeError:
+            split = None
+        else:
+            if not isinstance(rest, dict):
+                split = None
+    if split is None:
+        return _from_object(decode(body))
+    pod = field(rest, "Pod")
+    if not isinstance(pod, dict):
+        return _from_object(decode(body))  # for the same error as any body without a Pod
+    return ExtenderArgs(pod, None, None, split[1], body)
+
+
+def _from_object(args: object) -> ExtenderArgs:
     if not isinstance(args, dict):
         raise WireError("request body must be a JSON object (ExtenderArgs)")
     pod = field(args, "Pod")
@@ -66,7 +154,7 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
     names = field(args, "NodeNames")
     if names is not None:
         if type(names) is not list:  # the elements are checked where they are looked up
-            raise WireError("ExtenderArgs.NodeNames must be a list of node names or null")
+            raise WireError(NAMES_NOT_A_LIST)
         return ExtenderArgs(pod, names, None)
     node_list = field(args, "Nodes")
     if node_list is None:

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender import wire
+from extender.nodelists import NodeLists
 from extender.replies import ReplyWriter
 from policy import reasons as R
 from policy.node import NodeSpec
@@ -38,7 +39,7 @@ def test_filter_reply_decodes_like_the_ordinary_one(names, data):
     codes = np.array(data.draw(st.lists(st.integers(0, len(R.MESSAGES) - 1), min_size=len(asked),
                                         max_size=len(asked))), dtype=np.int8)
     rows, layout = state.lookup(asked)
-    written = ReplyWriter(state).filter(asked, None, rows, layout, codes)
+    written = ReplyWriter(NodeLists(state)).filter(wire.ExtenderArgs({}, asked, None), rows, layout, codes)
     assert orjson.loads(written) == generic_filter(asked, codes)
 
 
@@ -49,7 +50,7 @@ def test_prioritize_reply_decodes_like_the_ordinary_one(names, data):
     scores = np.array(data.draw(st.lists(st.integers(0, 10), min_size=len(asked), max_size=len(asked))),
                       dtype=np.int64)
     rows, layout = state.lookup(asked)
-    written = ReplyWriter(state).prioritize(asked, rows, layout, scores)
+    written = ReplyWriter(NodeLists(state)).scores(wire.ExtenderArgs({}, asked, None), rows, layout, scores)
     decoded = orjson.loads(written)
     assert decoded == [{"Host": n, "Score": s} for n, s in zip(asked, scores.tolist())]
     assert all(type(item["Score"]) is int for item in decoded)
@@ -57,15 +58,15 @@ def test_prioritize_reply_decodes_like_the_ordinary_one(names, data):
 
 def test_unknown_names_and_a_changed_layout_fall_back_to_the_ordinary_encoding():
     state = state_with(["a", "b"])
-    writer = ReplyWriter(state)
+    writer = ReplyWriter(NodeLists(state))
     rows, layout = state.lookup(["a", "ghost"])
     codes = np.array([R.FITS, R.UNKNOWN_NODE], dtype=np.int8)
-    assert orjson.loads(writer.filter(["a", "ghost"], None, rows, layout, codes)) == \
+    assert orjson.loads(writer.filter(wire.ExtenderArgs({}, ["a", "ghost"], None), rows, layout, codes)) == \
         generic_filter(["a", "ghost"], codes)
     rows, layout = state.lookup(["a", "b"])
     state.remove_node("b")
     state.set_node(NodeSpec("c"))  # takes b's row
-    reply = orjson.loads(writer.prioritize(["a", "b"], rows, layout, np.array([3, 4])))
+    reply = orjson.loads(writer.scores(wire.ExtenderArgs({}, ["a", "b"], None), rows, layout, np.array([3, 4])))
     assert [item["Host"] for item in reply] == ["a", "b"]
 
 

@@ -60,3 +60,47 @@ def test_reply_shapes_use_go_field_names_and_null():
     assert orjson.loads(wire.encode(wire.prioritize_reply(["a"], [7]))) == [{"Host": "a", "Score": 7}]
     assert wire.encode(wire.prioritize_reply(["a"], [7])) == b'[{"Host":"a","Score":7}]'  # integer, never 7.0
     assert wire.bind_reply() == {"Error": ""}
+
+
+# -- the NodeNames split: the same result as decoding the whole body --------------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+tricky_text = st.sampled_from(['"NodeNames":["x"]', ',"NodeNames":[', '\\"NodeNames\\":[', "]}", "{", "\\", "ä"])
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8) | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6) | tricky_text, inner, max_size=3),
+    max_leaves=12)
+members = st.fixed_dictionaries({}, optional={
+    "Pod": st.dictionaries(st.text(max_size=6) | st.just("NodeNames") | tricky_text, json_values, max_size=4),
+    "Nodes": st.none() | st.just({"items": [{"metadata": {"name": "n0"}}]}) | json_values,
+    "NodeNames": st.none() | st.lists(st.text(max_size=6) | tricky_text, max_size=4) | json_values,
+    "nodenames": st.lists(st.text(max_size=3), max_size=2),
+    "Extra": json_values,
+})
+
+
+def decoded(parse):
+    try:
+        args = parse()
+        return ("ok", args.pod, args.names, args.nodes)
+    except wire.WireError as exc:
+        return ("error", str(exc).split(":")[0])
+
+
+@given(members, st.permutations(range(5)), st.sampled_from([None, 1, 2]))
+def test_splitting_off_node_names_never_changes_the_result(obj, order, indent):
+    keys = list(obj)
+    ordered = {keys[i]: obj[keys[i]] for i in order if i < len(keys)}
+    import json
+    body = json.dumps(ordered, indent=indent, ensure_ascii=False).encode()
+    assert decoded(lambda: wire.parse_extender_args(body)) == decoded(lambda: wire._from_object(orjson.loads(body)))
+
+
+def test_the_schedulers_body_splits_without_decoding_the_names():
+    raw = body(Pod=scheduler_pod(), Nodes=None, NodeNames=["a", "b"])
+    args = wire.parse_extender_args(raw)
+    assert args.names_json == b'["a","b"]' and args.names == ["a", "b"]
+    assert wire.split_node_names(b'{"Pod":{},"NodeNames":["a"],"X":["b"]}') is not None  # looks split ...
+    args = wire.parse_extender_args(b'{"Pod":{},"NodeNames":["a"],"X":["b"]}')
+    assert args.names == ["a"]  # ... but the tail is no array: the whole body decides

@@ -1,0 +1,51 @@
+"""Node-name lists: compact encodings as Go writes them, and rows found without decoding names."""
+
+import numpy as np
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from extender import wire
+from extender.nodelists import NodeLists
+from policy.node import NodeSpec
+from policy.state import ClusterState
+
+node_names = st.lists(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20),
+                      min_size=1, max_size=20, unique=True)
+
+
+def state_with(names):
+    state = ClusterState(rows=2)
+    for name in names:
+        state.set_node(NodeSpec(name))
+    return state
+
+
+@given(node_names, st.data())
+def test_compact_list_is_the_ordinary_encoding(names, data):
+    state = state_with(names)
+    lists = NodeLists(state)
+    asked = data.draw(st.lists(st.sampled_from(names), unique=True))
+    rows, layout = state.lookup(asked)
+    fragments = lists.fragments(layout, rows)
+    assert fragments.compact_list_of(rows) == orjson.dumps(asked)
+    assert fragments.compact_size(rows) == len(orjson.dumps(asked))
+
+
+class NoDecode(wire.ExtenderArgs):
+    @property
+    def names(self):
+        raise AssertionError("the names were decoded")
+
+
+def test_remembered_lists_are_found_by_their_bytes_alone():
+    state = state_with(["a", "bb", "c"])
+    lists = NodeLists(state)
+    rows, layout = lists.rows(wire.ExtenderArgs({}, None, None, b'["c","a","bb"]'))
+    assert rows.tolist() == [2, 0, 1]
+    again, _ = lists.rows(NoDecode({}, None, None, b'["c","a","bb"]'))
+    assert again is rows
+    lists.remember(np.array([2, 1]), layout)  # what filter passed
+    assert lists.rows(NoDecode({}, None, None, b'["c","bb"]'))[0].tolist() == [2, 1]
+    state.remove_node("a")  # a new layout: nothing remembered holds
+    assert lists.rows(wire.ExtenderArgs({}, None, None, b'["c","a","bb"]'))[0].tolist() == [2, -1, 1]
