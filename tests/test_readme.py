@@ -150,3 +150,24 @@ def test_the_two_commands_are_what_ci_and_dev_run():
     dev = (ROOT / "dev").read_text()
     assert "    demo)" in dev and "    test)" in dev and "serve --demo" in dev
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("exec ./dev test")
+
+
+def test_the_static_pod_edit_for_variant_a_is_a_valid_pod_that_mounts_the_config():
+    import kubernetes_validate
+
+    deploying = section("Deploying to a cluster")
+    (edit,) = [yaml.safe_load(re.sub(r"^   ", "", body, flags=re.M)) for lang, body in blocks(
+        re.sub(r"^   ```", "```", deploying, flags=re.M)) if lang == "yaml"]
+    spec = edit["spec"]
+    (container,) = spec["containers"]
+    config = next(a for a in container["command"] if a.startswith("--config=")).split("=", 1)[1]
+    (mount,) = container["volumeMounts"]
+    (volume,) = spec["volumes"]
+    assert mount["mountPath"] == volume["hostPath"]["path"] == config and mount["name"] == volume["name"]
+    assert f"copy the file to `{config}`" in deploying.lower()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+           "spec": {**spec, "hostNetwork": True,
+                    "containers": [{**container, "image": "registry.k8s.io/kube-scheduler:v1.31.4"}]}}
+    kubernetes_validate.validate(pod, "1.28", strict=True)
+    config_file = yaml.safe_load((ROOT / "manifests" / "deployment" / "scheduler-config.yaml").read_text())
+    assert config_file["clientConnection"]["kubeconfig"] in deploying
