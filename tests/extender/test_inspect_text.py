@@ -67,7 +67,7 @@ DETAILS = """\
 NAME:       cgpu-a
 IPADDRESS:  192.0.2.11
 
-NAME   NAMESPACE  GPU0(Allocated)  GPU1(Allocated)  PENDING(Allocated)
+NAME   NAMESPACE  GPU0(Allocated)  GPU1(Allocated)  Pending(Allocated)
 infer  default    6                0                0
 wide   default    4                4                0
 stray  default    0                0                5
