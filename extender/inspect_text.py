@@ -20,7 +20,8 @@ Summary (one row per node that shares GPU memory, by name)::
   compute total follows the memory total.
 
 Details (``-d``), per node: ``NAME:``/``IPADDRESS:`` lines, a table of pods
-(``NAME NAMESPACE GPUi(Allocated)`` … ``PENDING(Allocated)``) with each pod's
+(``NAME NAMESPACE GPUi(Allocated)`` … ``Pending(Allocated)``, capitalised so
+in ``-d`` as the original tool prints it) with each pod's
 GiB on each GPU — written ``GiB (P%)`` on core_mem nodes — then
 ``Allocated :``, ``Total :`` and a rule; the cluster total closes the output.
 Percentages are truncated, as the original tool truncates them.
@@ -127,7 +128,7 @@ def _details(nodes: list) -> list:
         pending = bool(n.get("unaccounted"))
         count = len(n["gpus"])
         header = ["NAME", "NAMESPACE"] + [f"GPU{i}(Allocated)" for i in range(count)]
-        header += ["PENDING(Allocated)"] * pending + [""]
+        header += ["Pending(Allocated)"] * pending + [""]
         table = [header]
         for name, namespace, per_gpu, waiting in _pod_rows(n):
             cells = [name, namespace]

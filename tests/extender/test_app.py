@@ -276,3 +276,19 @@ def test_node_names_must_be_strings(client, names):
     result = post(client, "filter", {"Pod": scheduler_pod(), "Nodes": None, "NodeNames": names})
     assert result["Error"] == "ExtenderArgs.NodeNames must be a list of node names or null"
     assert post(client, "prioritize", {"Pod": scheduler_pod(), "Nodes": None, "NodeNames": names}) == []
+
+
+def test_scheduler_body_with_a_gpu_init_container_places_the_app_containers_only(client):
+    # Exactly as kube-scheduler sends it (capitalised keys, "Nodes": null, managedFields), with an init
+    # container that asks for GPU memory too: ACK ignores init containers, and so does the extender.
+    p = scheduler_pod()
+    p["spec"]["initContainers"].append(container("warmup", mem="10", core="100"))
+    raw = orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": DEMO_NODES})
+    assert b'"Nodes":null' in raw and b'"managedFields"' in raw
+    result = post(client, "filter", raw)
+    assert result["NodeNames"] == ["gpu-core-a", "gpu-core-b"] and result["Error"] == ""
+    assert post(client, "bind", bind_args(p, "gpu-core-a")) == {"Error": ""}
+    gpu1 = next(n for n in inspect(client)["nodes"] if n["name"] == "gpu-core-a")["gpus"][1]
+    assert gpu1["memory"]["used"] == 6 and gpu1["core"]["used"] == 50
+    mine = next(q for q in gpu1["pods"] if q["name"] == p["metadata"]["name"])
+    assert json.loads(mine["annotations"][A.V2_ALLOCATION]) == {"0": {"1": 2}}

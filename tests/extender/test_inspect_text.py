@@ -1,6 +1,7 @@
 """`cgpu-extender inspect` / `kubectl inspect cgpu`: the same text from the API server's
 annotations and from a running extender, for the same allocations."""
 
+import re
 import threading
 
 import pytest
@@ -12,7 +13,7 @@ from builders import node, pod
 from extender import annotations as A
 from extender.app import build_extender, create_app
 from extender.cli import main
-from extender.commands.inspect import from_api, from_endpoint, kubectl_plugin
+from extender.commands.inspect import from_api, from_endpoint, from_objects, kubectl_plugin
 from extender.config import Config
 from extender.inspect_text import UnknownNode, render
 from extender.kube.backend import KubernetesCluster
@@ -66,7 +67,7 @@ DETAILS = """\
 NAME:       cgpu-a
 IPADDRESS:  192.0.2.11
 
-NAME   NAMESPACE  GPU0(Allocated)  GPU1(Allocated)  PENDING(Allocated)
+NAME   NAMESPACE  GPU0(Allocated)  GPU1(Allocated)  Pending(Allocated)
 infer  default    6                0                0
 wide   default    4                4                0
 stray  default    0                0                5
@@ -145,3 +146,37 @@ def test_the_commands_print_it(sources, capsys, tmp_path):
     assert "inspect: cannot read http://127.0.0.1:9/nothing/inspect" in capsys.readouterr().err
     assert main(["inspect", "--kubeconfig", "/nonexistent/kubeconfig"]) == 1
     assert "no such kubeconfig file" in capsys.readouterr().err
+
+
+# The example of the shared reference (ack-gpu-sharing.md, "kubectl inspect cgpu output"), as users know it
+# from ACK. It shows two GPU columns of a node whose total is 60 GiB (4 x 15): the tool prints one column per
+# GPU, so the same allocations give GPU2 and GPU3 columns too; everything else is cell for cell the same.
+REFERENCE_EXAMPLE = """\
+NAME       IPADDRESS    GPU0(Allocated/Total)  GPU1(Allocated/Total)  GPU Memory(GiB)
+node-a     192.0.2.10   15/15                  9/15                   24/60
+---------------------------------------------------------------------
+Allocated/Total GPU Memory In Cluster:
+24/60 (40%)
+"""
+
+
+def cells(line: str) -> list:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_the_reference_example_column_by_column():
+    objects = [with_ip(node("node-a", "cgpu", gpus=4, gib=15), "192.0.2.10"),
+               bound("a", "node-a", A.write({0: {0: 15}}, {}, 15, NS), mem=15),
+               bound("b", "node-a", A.write({0: {1: 9}}, {}, 15, NS), mem=9)]
+    ours = render(from_objects(objects)).splitlines()
+    reference = REFERENCE_EXAMPLE.splitlines()
+    assert len(ours) == len(reference)
+    extra = ["GPU2(Allocated/Total)", "GPU3(Allocated/Total)"]
+    assert cells(ours[0]) == cells(reference[0])[:4] + extra + cells(reference[0])[4:]
+    assert cells(ours[1]) == cells(reference[1])[:4] + ["0/15", "0/15"] + cells(reference[1])[4:]
+    assert set(ours[2]) == {"-"}
+    assert ours[3:] == reference[3:]
+    # columns line up: each cell of the row starts where its header starts
+    header, row = ours[0], ours[1]
+    assert [header.index(h) for h in cells(header)] == [row.index(c, header.index(h)) for h, c in
+                                                         zip(cells(header), cells(row))]

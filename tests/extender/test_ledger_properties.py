@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import orjson
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -18,7 +19,7 @@ from policy.scoring import make_strategy
 from policy.state import ClusterState
 
 NODES = [node("core-a", "core_mem", gpus=4, gib=15), node("core-b", "core_mem", gpus=2, gib=16, placement="spread"),
-         node("cgpu-a", "cgpu", gpus=2, gib=22, max_pod="3"), node("share-a", "share", gpus=1, gib=15),
+         node("cgpu-a", "cgpu", gpus=2, gib=22, max_pod="3"), node("share-a", "share", gpus=1, gib=15, max_pod="2"),
          node("plain", None)]
 NAMES = [n["metadata"]["name"] for n in NODES]
 
@@ -160,3 +161,51 @@ def test_threads_binding_to_one_node_never_over_allocate():
     assert (v.mem_used <= 15).all() and (v.core_used <= 100).all()
     assert results.count("") == 10 == len(extender.ledger.allocations())
     assert all("no longer fits" in e for e in results if e)
+
+
+def bind_all_at_once(extender, pods, threads: int) -> list:
+    """Bind ``pods`` to node "only" from ``threads`` threads started together; the Error of each bind."""
+    barrier = threading.Barrier(threads)
+    results = []
+
+    def worker(chunk):
+        barrier.wait()
+        for p in chunk:
+            results.append(orjson.loads(extender.bind(orjson.dumps({
+                "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
+                "Node": "only"})))["Error"])
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        workers = [threading.Thread(target=worker, args=(pods[i::threads],)) for i in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return results
+
+
+@settings(max_examples=20)
+@given(threads=st.integers(2, 8), max_pod=st.sampled_from([2, 3, 20]),
+       shapes=st.lists(st.tuples(st.integers(1, 8), st.sampled_from([5, 10, 25, 50])), min_size=4, max_size=24))
+def test_any_number_of_threads_binding_any_pods_to_one_node_never_over_allocate(threads, max_pod, shapes):
+    cluster = EmbeddedCluster([node("only", "core_mem", gpus=2, gib=15, max_pod=str(max_pod))], source="test")
+    extender = build_extender(Config(), cluster=cluster)
+    pods = [pod(f"t{i}", mem=m, core=c) for i, (m, c) in enumerate(shapes)]
+    for p in pods:  # each fits the empty node: filter accepts them all
+        assert orjson.loads(extender.filter(orjson.dumps({"Pod": p, "NodeNames": ["only"]})))["NodeNames"] == ["only"]
+    results = bind_all_at_once(extender, pods, threads)
+    _, v = extender.ledger.state.view_all()
+    assert (v.mem_used <= 15).all() and (v.core_used <= 100).all() and (v.pods <= max_pod).all()
+    allocations = extender.ledger.allocations()
+    assert results.count("") == len(allocations) and all("no longer fits" in e for e in results if e)
+    memory, core = np.zeros(2, dtype=int), np.zeros(2, dtype=int)
+    for a in allocations:
+        for gpu, gib in a.memory_per_gpu.items():
+            memory[gpu] += gib
+        for gpu, units in a.core_per_gpu.items():
+            core[gpu] += units
+    assert v.mem_used[0, :2].tolist() == memory.tolist() and v.core_used[0, :2].tolist() == core.tolist()
