@@ -38,7 +38,7 @@ def _void(raw: bytes) -> np.void:
 _REASONS = [_void(b":" + orjson.dumps(MESSAGES[code]) + b",") for code in range(len(MESSAGES))]  # ':"reason",'
 _HOST = _void(b'{"Host":')
 _SCORES = np.array([_void(b',"Score":%2d},' % score) for score in range(11)])  # ',"Score": 7},'
-_RECENT = 64  # replies kept for reuse
+_RECENT = 16  # replies kept for reuse (a filter reply is ~40 bytes per node)
 
 
 def _map_of(fragments: Fragments, rows: np.ndarray, codes: np.ndarray) -> bytes:

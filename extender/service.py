@@ -38,14 +38,26 @@ NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cl
 
 class Seen:
     """A Pod seen by filter and what :func:`parse_pod_request` made of it: a
-    :class:`GPURequest`, None (no shared GPU) or the :class:`InvalidRequest`."""
+    :class:`GPURequest`, None (no shared GPU) or the :class:`InvalidRequest`.
+
+    Of the Pod only what bind reads is kept: its identity and its containers'
+    requests (a Pod as the scheduler sends it carries managedFields, status and
+    more, several KiB that thousands of cached pods would hold for nothing).
+    """
 
     __slots__ = ("pod", "version", "request")
 
     def __init__(self, pod: dict, request):
-        self.pod = pod
-        self.version = (pod.get("metadata") or {}).get("resourceVersion")
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        self.pod = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
+                    "spec": {k: spec[k] for k in _KEPT_SPEC if k in spec}}
+        self.version = meta.get("resourceVersion")
         self.request = request
+
+
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
+_KEPT_SPEC = ("containers", "initContainers", "overhead")
 
 
 class PodCache:
