@@ -6,8 +6,8 @@ plus a floor endpoint) and schedules pods one at a time: filter with every
 node, prioritize with the nodes filter kept, then bind to a top-scored node.
 Binds run on a pool of 4 threads and overlap the next pods' filters, as
 kube-scheduler's binding goroutines do. The same bodies then go, through the
-same driver, to the floor endpoint, which only parses them and answers the
-same number of bytes.
+same driver doing the same work, to the floor endpoint, which only decodes
+them and answers the bytes the extender answered (recorded by the driver).
 
 Reported per verb: p50/p99 of the server's own time (``Server-Timing``) and of
 the client-side round trip; cycles per second; the extender's p50 as a ratio of
@@ -122,82 +122,99 @@ class Run:
         }
 
 
-def schedule(port: int, pods: list, names: list, node_objects: list | None, run: Run, floor_sizes: dict | None,
-             seed: int) -> dict:
-    """Schedule ``pods`` one at a time; with ``floor_sizes`` send them to the floor instead.
+class Recorded:
+    """The extender pass's replies, appended to one file, for the floor to answer with the same bytes."""
 
-    Returns the reply sizes seen (per pod and verb), for the floor pass.
+    def __init__(self, path: str):
+        self.path = path
+        self._file = open(path, "wb")
+        self._offset = 0
+        self._lock = threading.Lock()
+        self.keys = {}  # (uid, verb) -> "offset:length" in the file
+
+    def add(self, uid: str, verb: str, data: bytes) -> None:
+        with self._lock:
+            self._file.write(data)
+            self.keys[uid, verb] = f"{self._offset}:{len(data)}"
+            self._offset += len(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def schedule(port: int, pods: list, names: list, node_objects: list | None, run: Run, recorded: Recorded,
+             floor: bool, seed: int) -> None:
+    """Schedule ``pods`` one at a time against the extender, recording its replies, or
+    (``floor``) against the floor, which answers the recorded bytes. The driver does
+    the same work either way: the same bodies, the same decoding, the same choices.
     """
     rng = random.Random(seed)
-    base = FLOOR if floor_sizes is not None else PREFIX
+    base = FLOOR if floor else PREFIX
     main = Client(port)
     local = threading.local()
-    sizes = {}
     pool = ThreadPoolExecutor(BIND_THREADS)
     pending = []
 
-    def bind(uid: str, body: bytes, filter_server: float, prioritize_server: float, headers: dict):
+    def post(client: Client, uid: str, verb: str, body: bytes) -> tuple[bytes, float, float]:
+        headers = {"X-Floor-Reply": recorded.keys[uid, verb]} if floor else None
+        data, client_ms, server_ms = client.post(f"{base}/{verb}", body, headers)
+        if not floor:
+            recorded.add(uid, verb, data)
+        return data, client_ms, server_ms
+
+    def bind(uid: str, body: bytes, filter_server: float, prioritize_server: float):
         if not hasattr(local, "client"):
             local.client = Client(port)
-        data, client_ms, server_ms = local.client.post(f"{base}/bind", body, headers)
+        data, client_ms, server_ms = post(local.client, uid, "bind", body)
         started = time.perf_counter()
         reply = orjson.loads(data)
         json_ms = (time.perf_counter() - started) * 1000
-        if floor_sizes is None and reply["Error"]:
+        if reply["Error"]:
             raise RuntimeError(f"bind failed: {reply['Error']}")
         run.add("bind", client_ms, server_ms, json_ms)
         with run.lock:
             run.cycle_server.append(filter_server + prioritize_server + server_ms)
-            sizes.setdefault(uid, {})["bind"] = len(data)
 
-    def ask(verb: str, pod: dict, nodes: list, uid: str, want: dict):
+    def ask(verb: str, pod: dict, nodes: list, uid: str):
         """One filter or prioritize call about ``nodes`` (names, or Node objects when
         ``node_objects`` is given): (decoded reply, server ms)."""
         t = time.perf_counter()
         body = orjson.dumps({"Pod": pod, "Nodes": None if node_objects is None else {"items": nodes},
                              "NodeNames": nodes if node_objects is None else None})
         encode_ms = (time.perf_counter() - t) * 1000
-        data, client_ms, server_ms = main.post(f"{base}/{verb}", body, {"X-Reply-Bytes": str(want.get(verb, 2))})
+        data, client_ms, server_ms = post(main, uid, verb, body)
         t = time.perf_counter()
         reply = orjson.loads(data)
         run.add(verb, client_ms, server_ms, encode_ms + (time.perf_counter() - t) * 1000)
-        sizes.setdefault(uid, {})[verb] = len(data)
         return reply, server_ms
 
     started_all = time.perf_counter()
     for pod in pods:
         uid = pod["metadata"]["uid"]
-        want = (floor_sizes or {}).get(uid, {})
-        result, filter_server = ask("filter", pod, names if node_objects is None else node_objects, uid, want)
-        if floor_sizes is None:
-            feasible = result["NodeNames"]
-            if not feasible:
-                continue
-            sizes[uid]["feasible"] = feasible
-        else:
-            feasible = want.get("feasible")
-            if feasible is None:
-                continue
-
+        result, filter_server = ask("filter", pod, names if node_objects is None else node_objects, uid)
+        feasible = result["NodeNames"] if node_objects is None else [
+            n["metadata"]["name"] for n in (result["Nodes"] or {}).get("items") or []]
+        if not feasible:
+            continue
         prioritize_server = 0.0
         chosen = feasible[0]
         if len(feasible) > 1:  # kube-scheduler skips prioritize with one feasible node
             wanted = set(feasible)
             kept = feasible if node_objects is None else [n for n in node_objects if n["metadata"]["name"] in wanted]
-            scores, prioritize_server = ask("prioritize", pod, kept, uid, want)
-            if floor_sizes is None:
-                top = max(s["Score"] for s in scores)
-                chosen = rng.choice([s["Host"] for s in scores if s["Score"] == top])
+            scores, prioritize_server = ask("prioritize", pod, kept, uid)
+            top = max(s["Score"] for s in scores)
+            chosen = rng.choice([s["Host"] for s in scores if s["Score"] == top])
         body = orjson.dumps({"PodName": pod["metadata"]["name"], "PodNamespace": pod["metadata"]["namespace"],
                              "PodUID": uid, "Node": chosen})
-        headers = {"X-Reply-Bytes": str(want.get("bind", 2))}
-        pending.append(pool.submit(bind, uid, body, filter_server, prioritize_server, headers))
+        pending.append(pool.submit(bind, uid, body, filter_server, prioritize_server))
         run.pods += 1
     for future in pending:
         future.result()
     run.wall = time.perf_counter() - started_all
     pool.shutdown()
-    return sizes
 
 
 def rss_mb(pid: int) -> float | None:
@@ -253,8 +270,10 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
             handle.write(orjson.dumps(obj) + b"\n")
     port = free_port()
     cores = pinning()
+    replies = os.path.join(workdir, f"replies-{nodes}.bin")
     process = subprocess.Popen([sys.executable, "-m", "benchmarks.load_server", "--cluster", path,
-                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                "--port", str(port), "--replies", replies],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                preexec_fn=(lambda: os.sched_setaffinity(0, cores[0])) if cores else None)
     if cores:
         os.sched_setaffinity(0, cores[1])
@@ -271,11 +290,15 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
             full = [node_status_bulk(n) for n in node_objects] if mode == "objects" else None
             batch = [pending_pod(counter + i, seed) for i in range(warmup + pods)]
             counter += warmup + pods
-            schedule(port, batch[:warmup], names, full, Run(), None, seed)
+            recorded = Recorded(replies)
+            schedule(port, batch[:warmup], names, full, Run(), recorded, False, seed)
+            recorded.flush()
+            schedule(port, batch[:warmup], names, full, Run(), recorded, True, seed)  # the floor warms up too
             extender = Run()
-            sizes = schedule(port, batch[warmup:], names, full, extender, None, seed)
+            schedule(port, batch[warmup:], names, full, extender, recorded, False, seed)
+            recorded.close()
             floor = Run()
-            schedule(port, batch[warmup:], names, full, floor, sizes, seed)
+            schedule(port, batch[warmup:], names, full, floor, recorded, True, seed)
             e, f = extender.summary(), floor.summary()
             result[mode] = {
                 "extender": e, "floor": f,

@@ -214,6 +214,8 @@ class Ledger:
         """
         if self._row_local:
             reason, gpus, raw = self._evaluations.take(request.placement_key, self._evaluator(request), rows)
+            if not len(rows) or rows.min() >= 0:
+                return Evaluation(reason, gpus, raw)
             known = rows >= 0
             return Evaluation(np.where(known, reason, REASON_UNKNOWN).astype(np.int8),
                               np.where(known[:, None], gpus, -1), np.where(known, raw, -np.inf))

@@ -31,6 +31,7 @@ class Fragments:
     Row i of ``names`` is ``"name"`` + spaces + ``,``, all rows equally wide;
     ``keep`` marks the bytes that are not padding, ``size`` counts them, and
     ``bare`` holds each padded name without its comma as one numpy item.
+    ``derived`` keeps what replies build from these once per layout.
     """
 
     def __init__(self, layout: int, names_by_row: list):
@@ -46,6 +47,7 @@ class Fragments:
         self.keep[:, -1] = True
         self.size = self.keep.sum(axis=1)
         self.bare = np.ascontiguousarray(self.names[:, :self.width]).view(f"V{self.width}").reshape(-1)
+        self.derived: dict = {}
 
     def compact_size(self, rows: np.ndarray) -> int:
         """``len(self.compact_list_of(rows))``, without building it."""

@@ -41,6 +41,16 @@ _SCORES = np.array([_void(b',"Score":%2d},' % score) for score in range(11)])  #
 _RECENT = 16  # replies kept for reuse (a filter reply is ~40 bytes per node)
 
 
+def _items(fragments: Fragments, key, build) -> np.ndarray:
+    """One numpy item per row (or per score and row) of a reply's repeated piece, built
+    once per node layout by ``build()`` and kept with the layout's fragments."""
+    items = fragments.derived.get(key)
+    if items is None:
+        block = build()
+        items = fragments.derived[key] = block.view(f"V{block.dtype.itemsize}").reshape(-1)
+    return items
+
+
 def _map_of(fragments: Fragments, rows: np.ndarray, codes: np.ndarray) -> bytes:
     """``"a":"reason","b":"reason"`` for ``rows`` and their reason codes (no braces).
 
@@ -51,22 +61,29 @@ def _map_of(fragments: Fragments, rows: np.ndarray, codes: np.ndarray) -> bytes:
         return b""
     blocks = []
     for code in np.flatnonzero(np.bincount(codes, minlength=len(_REASONS))):
-        these = np.compress(codes == code, rows)
-        block = np.empty(len(these), dtype=[("name", fragments.bare.dtype), ("reason", _REASONS[code].dtype)])
-        block["name"] = np.take(fragments.bare, these)
-        block["reason"] = _REASONS[code]
-        blocks.append(block.tobytes())
+        def build(code=code):
+            block = np.empty(len(fragments.bare), dtype=[("name", fragments.bare.dtype),
+                                                          ("reason", _REASONS[code].dtype)])
+            block["name"] = fragments.bare
+            block["reason"] = _REASONS[code]
+            return block
+
+        blocks.append(_items(fragments, ("reason", int(code)), build).take(rows.compress(codes == code)).tobytes())
     return b"".join(blocks)[:-1]
 
 
 def _scores_of(fragments: Fragments, rows: np.ndarray, scores: np.ndarray) -> bytes:
     """``{"Host":"a","Score":10},...`` for ``rows`` (no brackets)."""
-    block = np.empty(len(rows), dtype=[("host", _HOST.dtype), ("name", fragments.bare.dtype),
-                                       ("score", _SCORES.dtype)])
-    block["host"] = _HOST
-    block["name"] = np.take(fragments.bare, rows)
-    block["score"] = np.take(_SCORES, scores)
-    return block.tobytes()[:-1]
+    def build():
+        block = np.empty((len(_SCORES), len(fragments.bare)),
+                         dtype=[("host", _HOST.dtype), ("name", fragments.bare.dtype), ("score", _SCORES.dtype)])
+        block["host"] = _HOST
+        block["name"] = fragments.bare
+        block["score"] = _SCORES[:, None]
+        return block
+
+    items = _items(fragments, "scores", build)  # score s of row r at s * rows + r
+    return items.take(scores * len(fragments.bare) + rows).tobytes()[:-1]
 
 
 class ReplyWriter:

@@ -19,6 +19,7 @@ Each verb takes the raw request body and returns the encoded reply. Contract:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -235,8 +236,9 @@ class Extender:
             return f"binding pod {ref} to node {args.node} failed: {exc}"
         if allocation is not None:
             allocation.committed = True
-            self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
-                                                gpus=sorted(allocation.memory_per_gpu)))
+            if self.log.isEnabledFor(logging.INFO):
+                self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
+                                                    gpus=sorted(allocation.memory_per_gpu)))
         return ""
 
     def _replace_stale(self, existing, ref: PodRef) -> str:
