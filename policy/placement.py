@@ -80,10 +80,7 @@ class Candidates:
 
     def chosen(self, per_gpu: np.ndarray) -> np.ndarray:
         """``per_gpu`` (n, G) values at the chosen GPUs, (n, N); 0 where infeasible."""
-        flat = self.notes.get("flat_chosen")
-        if flat is None:  # index of each chosen GPU in per_gpu.ravel(), the same for every field
-            rows = np.arange(len(self.gpus))[:, None]
-            flat = self.notes["flat_chosen"] = rows * per_gpu.shape[1] + np.maximum(self.gpus, 0)
+        flat = np.arange(len(self.gpus))[:, None] * per_gpu.shape[1] + np.maximum(self.gpus, 0)
         return np.where(self.gpus >= 0, per_gpu.ravel().take(flat), 0)
 
     def node_fill(self) -> np.ndarray:
