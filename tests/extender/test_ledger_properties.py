@@ -136,27 +136,7 @@ def test_threads_binding_to_one_node_never_over_allocate():
     pods = [pod(f"t{i}", mem=3, core=10) for i in range(40)]  # 10 fit (5 per GPU by memory)
     for p in pods:
         assert orjson.loads(extender.filter(orjson.dumps({"Pod": p, "NodeNames": ["only"]})))["NodeNames"] == ["only"]
-    barrier = threading.Barrier(8)
-    results = []
-
-    def worker(chunk):
-        barrier.wait()
-        for p in chunk:
-            reply = orjson.loads(extender.bind(orjson.dumps({
-                "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
-                "Node": "only"})))
-            results.append(reply["Error"])
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
-    try:
-        threads = [threading.Thread(target=worker, args=(pods[i::8],)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    results = bind_all_at_once(extender, pods, 8)
     _, v = extender.ledger.state.view_all()
     assert (v.mem_used <= 15).all() and (v.core_used <= 100).all()
     assert results.count("") == 10 == len(extender.ledger.allocations())

@@ -7,18 +7,7 @@ from hypothesis import strategies as st
 
 from extender import wire
 from extender.nodelists import NodeLists
-from policy.node import NodeSpec
-from policy.state import ClusterState
-
-node_names = st.lists(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20),
-                      min_size=1, max_size=20, unique=True)
-
-
-def state_with(names):
-    state = ClusterState(rows=2)
-    for name in names:
-        state.set_node(NodeSpec(name))
-    return state
+from named_nodes import node_names, state_with
 
 
 @given(node_names, st.data())
