@@ -55,7 +55,9 @@ class PodRef:
     @classmethod
     def of(cls, pod: dict) -> "PodRef":
         meta = pod.get("metadata") or {}
-        return cls(meta.get("uid") or "", sys.intern(meta.get("namespace") or "default"), meta.get("name") or "")
+        uid, namespace, name = (v if isinstance(v, str) else "" for v in
+                                (meta.get("uid"), meta.get("namespace"), meta.get("name")))
+        return cls(uid, sys.intern(namespace or "default"), name)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"

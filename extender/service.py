@@ -58,6 +58,12 @@ class Seen:
 
 
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
+
+
+def _uid(pod: dict) -> str | None:
+    """The pod's UID, None when it has none (or not a string)."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) and uid else None
 _KEPT_SPEC = ("containers", "initContainers", "overhead")
 
 
@@ -104,8 +110,7 @@ class Extender:
         """The pod's :class:`GPURequest`, None, or its :class:`InvalidRequest` (returned, not
         raised). A pod is parsed once per UID and ``resourceVersion``: the API server
         changes the version with every change to the pod."""
-        meta = pod.get("metadata") or {}
-        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        uid, version = _uid(pod), (pod.get("metadata") or {}).get("resourceVersion")
         seen = self.pods.get(uid) if uid and version else None
         if seen is not None and seen.version == version:
             return seen.request
@@ -117,7 +122,7 @@ class Extender:
     def _remember(self, pod: dict, parsed, scored: GPURequest | None) -> None:
         """Cache the pod and its parsed request for bind; let a learning strategy see
         each new pod's ``scored`` request once."""
-        uid = (pod.get("metadata") or {}).get("uid")
+        uid = _uid(pod)
         if uid and self.pods.put(uid, Seen(pod, parsed)) and scored is not None:
             observe = getattr(self.ledger.strategy, "observe", None)
             if observe is not None:

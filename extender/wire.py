@@ -142,7 +142,15 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
     pod = field(rest, "Pod")
     if not isinstance(pod, dict):
         return _from_object(decode(body))  # for the same error as any body without a Pod
+    _check_pod(pod)
     return ExtenderArgs(pod, None, None, split[1], body)
+
+
+def _check_pod(pod: dict) -> None:
+    """What Go's decoder would refuse to read into a v1.Pod, as far as the extender reads it."""
+    for part in ("metadata", "spec"):
+        if pod.get(part) is not None and not isinstance(pod[part], dict):
+            raise WireError(f"ExtenderArgs.Pod.{part} must be an object")
 
 
 def _from_object(args: object) -> ExtenderArgs:
@@ -151,6 +159,7 @@ def _from_object(args: object) -> ExtenderArgs:
     pod = field(args, "Pod")
     if not isinstance(pod, dict):
         raise WireError("ExtenderArgs.Pod is missing or not an object")
+    _check_pod(pod)
     names = field(args, "NodeNames")
     if names is not None:
         if type(names) is not list:  # the elements are checked where they are looked up

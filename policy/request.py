@@ -117,6 +117,11 @@ def host_request(cpu: int = 0, host_memory: int = 0) -> GPURequest:
     return GPURequest((), 0, False, cpu, host_memory)
 
 
+def _object(value) -> dict:
+    """``value`` if it is a JSON object, else an empty one (for fields read leniently)."""
+    return value if isinstance(value, dict) else {}
+
+
 def gpu_models(pod: dict) -> frozenset | None:
     """The GPU models a pod may use, from ``spec.nodeSelector`` and required node affinity on GPU_MODEL_LABEL.
 
@@ -125,23 +130,24 @@ def gpu_models(pod: dict) -> frozenset | None:
     present: the intersection. None when the pod does not restrict the model
     (other operators are not interpreted, which only makes the set larger).
     """
-    spec = (pod.get("spec") if isinstance(pod, dict) else None) or {}
+    spec = _object(_object(pod).get("spec"))
     allowed = None
-    selector = spec.get("nodeSelector") or {}
-    if isinstance(selector, dict) and isinstance(selector.get(GPU_MODEL_LABEL), str):
+    selector = _object(spec.get("nodeSelector"))
+    if isinstance(selector.get(GPU_MODEL_LABEL), str):
         allowed = frozenset([selector[GPU_MODEL_LABEL]])
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    required = _object(_object(_object(spec.get("affinity")).get("nodeAffinity"))
+                       .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = required.get("nodeSelectorTerms")
     if isinstance(terms, list) and terms:
         union: set = set()
         for term in terms:
-            values = [e.get("values") or [] for e in ((term or {}).get("matchExpressions") or [])
+            expressions = _object(term).get("matchExpressions")
+            values = [e.get("values") for e in (expressions if isinstance(expressions, list) else ())
                       if isinstance(e, dict) and e.get("key") == GPU_MODEL_LABEL and e.get("operator") == "In"]
             if not values:
                 union = None
                 break
-            union.update(v for v in values[0] if isinstance(v, str))
+            union.update(v for v in (values[0] if isinstance(values[0], list) else ()) if isinstance(v, str))
         if union is not None:
             allowed = frozenset(union) if allowed is None else allowed & frozenset(union)
     return allowed
@@ -152,10 +158,10 @@ _NOTHING = Fraction(0)
 
 def _host_amount(container: dict, resource: str) -> Fraction:
     """A container's request of ``resource`` (its limit when it has no request), 0 if unreadable."""
-    resources = container.get("resources") or {}
+    resources = _object(container.get("resources"))
     for source in ("requests", "limits"):
-        amounts = resources.get(source) or {}
-        if isinstance(amounts, dict) and resource in amounts:
+        amounts = _object(resources.get(source))
+        if resource in amounts:
             try:
                 return max(parse_quantity(amounts[resource]), _NOTHING)
             except QuantityError:
@@ -170,7 +176,7 @@ def host_requests(pod: dict) -> tuple[int, int]:
     plus ``spec.overhead``. A value that is not a quantity counts as 0 (the
     API server would not have admitted it).
     """
-    spec = (pod.get("spec") if isinstance(pod, dict) else None) or {}
+    spec = _object(_object(pod).get("spec"))
     containers, inits = spec.get("containers"), spec.get("initContainers")
     cpu = memory = _NOTHING
     for container in containers if isinstance(containers, list) else ():
@@ -181,7 +187,7 @@ def host_requests(pod: dict) -> tuple[int, int]:
         if isinstance(container, dict):
             cpu = max(cpu, _host_amount(container, "cpu"))
             memory = max(memory, _host_amount(container, "memory"))
-    overhead = spec.get("overhead")
+    overhead = _object(spec.get("overhead"))
     if overhead:
         cpu += _host_amount({"resources": {"requests": overhead}}, "cpu")
         memory += _host_amount({"resources": {"requests": overhead}}, "memory")
@@ -190,10 +196,14 @@ def host_requests(pod: dict) -> tuple[int, int]:
 
 def _amount(container: dict, resource: str) -> object | None:
     """The raw limit (else request) of ``resource``, checking the two agree."""
+    name = container.get("name", "")
     resources = container.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise InvalidRequest(f"malformed pod: resources of container {name!r} is not an object")
     limits = resources.get("limits") or {}
     requests = resources.get("requests") or {}
-    name = container.get("name", "")
+    if not isinstance(limits, dict) or not isinstance(requests, dict):
+        raise InvalidRequest(f"malformed pod: resources.limits or requests of container {name!r} is not an object")
     if resource in limits and resource in requests:
         try:
             same = parse_quantity(limits[resource]) == parse_quantity(requests[resource])
