@@ -24,6 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 import numpy as np
+import orjson
 
 from extender import wire
 from extender.cluster import ClusterError
@@ -32,7 +33,8 @@ from extender.nodelists import NodeLists
 from extender.replies import ReplyWriter
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
-from policy.request import GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request
+from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request,
+                            request_fields)
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
 
@@ -60,6 +62,9 @@ class Seen:
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
 
 
+_UNKNOWN = object()
+
+
 def _uid(pod: dict) -> str | None:
     """The pod's UID, None when it has none (or not a string)."""
     uid = (pod.get("metadata") or {}).get("uid")
@@ -67,27 +72,27 @@ def _uid(pod: dict) -> str | None:
 _KEPT_SPEC = ("containers", "initContainers", "overhead")
 
 
-class PodCache:
-    """The last ``size`` Pods seen by filter, by UID."""
+class Recent:
+    """The last ``size`` values put, by key (the least recently put is dropped first)."""
 
     def __init__(self, size: int):
         self._size = size
-        self._pods: OrderedDict = OrderedDict()
+        self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, uid: str, seen: Seen) -> bool:
-        """Remember ``seen``; True when the UID is new."""
+    def put(self, key, value) -> bool:
+        """Remember ``value``; True when the key is new."""
         with self._lock:
-            new = uid not in self._pods
-            self._pods[uid] = seen
-            self._pods.move_to_end(uid)
-            while len(self._pods) > self._size:
-                self._pods.popitem(last=False)
+            new = key not in self._items
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
             return new
 
-    def get(self, uid: str) -> Seen | None:
+    def get(self, key, default=None):
         with self._lock:
-            return self._pods.get(uid)
+            return self._items.get(key, default)
 
 
 class Extender:
@@ -97,7 +102,8 @@ class Extender:
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
-        self.pods = PodCache(pod_cache_size)
+        self.pods = Recent(pod_cache_size)  # UID → Seen
+        self._by_fields = Recent(1024)  # request_fields of a pod, encoded → what parsing it gave
         self.lists = NodeLists(ledger.state)
         self.replies = ReplyWriter(self.lists)
         self._pod_locks = [threading.Lock() for _ in range(64)]
@@ -108,16 +114,26 @@ class Extender:
 
     def _parsed(self, pod: dict):
         """The pod's :class:`GPURequest`, None, or its :class:`InvalidRequest` (returned, not
-        raised). A pod is parsed once per UID and ``resourceVersion``: the API server
-        changes the version with every change to the pod."""
+        raised). Known by UID and ``resourceVersion`` (the API server changes the
+        version with every change to the pod), else by the fields parsing reads
+        (replicas of one workload share them), else parsed."""
         uid, version = _uid(pod), (pod.get("metadata") or {}).get("resourceVersion")
         seen = self.pods.get(uid) if uid and version else None
         if seen is not None and seen.version == version:
             return seen.request
         try:
-            return parse_pod_request(pod)
-        except InvalidRequest as exc:
-            return exc
+            fields_key = orjson.dumps(request_fields(pod))
+        except TypeError:  # not JSON-encodable as it stands: parse it, keep nothing
+            fields_key = None
+        parsed = self._by_fields.get(fields_key, _UNKNOWN) if fields_key is not None else _UNKNOWN
+        if parsed is _UNKNOWN:
+            try:
+                parsed = parse_pod_request(pod)
+            except InvalidRequest as exc:
+                parsed = exc
+            if fields_key is not None:
+                self._by_fields.put(fields_key, parsed)
+        return parsed
 
     def _remember(self, pod: dict, parsed, scored: GPURequest | None) -> None:
         """Cache the pod and its parsed request for bind; let a learning strategy see

@@ -238,8 +238,16 @@ def _containers(pod: dict) -> list:
 
 
 def _labels(pod: dict) -> dict:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels if isinstance(labels, dict) else {}
+    return _object(_object(_object(pod).get("metadata")).get("labels"))
+
+
+def request_fields(pod: dict) -> tuple:
+    """All of a pod that :func:`parse_pod_request` reads: pods equal in these (the
+    replicas of one workload) have the same request, or break the same rule."""
+    spec = _object(_object(pod).get("spec"))
+    labels = _labels(pod)
+    return (spec.get("containers"), spec.get("initContainers"), spec.get("overhead"), spec.get("nodeSelector"),
+            spec.get("affinity"), labels.get(POD_GPU_COUNT), labels.get(POD_PLACEMENT))
 
 
 def parse_pod_request(pod: dict) -> GPURequest | None:

@@ -24,7 +24,7 @@ def bind(extender, p, target):
                                                     "PodUID": p["metadata"]["uid"], "Node": target})))["Error"]
 
 
-def test_a_pod_is_parsed_once_per_uid_and_resource_version(monkeypatch):
+def test_a_pod_is_parsed_once_per_uid_and_version_and_once_per_workload(monkeypatch):
     calls = []
     real = service_module.parse_pod_request
     monkeypatch.setattr(service_module, "parse_pod_request", lambda p: calls.append(1) or real(p))
@@ -35,13 +35,15 @@ def test_a_pod_is_parsed_once_per_uid_and_resource_version(monkeypatch):
     ask(extender, "prioritize", p)
     assert bind(extender, p, "a") == ""
     assert len(calls) == 1
-    changed = pod("job-1", mem=4, core=30)
-    changed["metadata"]["resourceVersion"] = "8"
-    ask(extender, "filter", changed)
-    changed["metadata"]["resourceVersion"] = "9"  # e.g. its gpu-count label was edited
-    changed["metadata"]["labels"] = {"aliyun.com/gpu-count": "3"}
-    reply = ask(extender, "filter", changed)
-    assert len(calls) == 3 and reply["NodeNames"] == []  # parsed again: now it asks for GPU-count with compute
+    replica = pod("job-1", mem=4, core=30)  # another pod of the same workload
+    replica["metadata"]["resourceVersion"] = "8"
+    assert ask(extender, "filter", replica)["NodeNames"] == ["a", "b"]
+    assert len(calls) == 1
+    replica["metadata"]["resourceVersion"] = "9"  # e.g. its gpu-count label was edited
+    replica["metadata"]["labels"] = {"aliyun.com/gpu-count": "3"}
+    reply = ask(extender, "filter", replica)
+    assert len(calls) == 2  # parsed again: now it asks for GPU-count with compute
+    assert reply["NodeNames"] == [] and "cannot be combined" in reply["FailedAndUnresolvableNodes"]["a"]
 
 
 def test_replies_follow_every_change_between_pods_of_one_shape():
