@@ -305,8 +305,8 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
                 "ratio_to_floor_p50": {v: round(e["server_ms"][v]["p50"] / f["server_ms"][v]["p50"], 2)
                                        for v in ("filter", "prioritize", "bind")},
                 "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
+                "rss_mb_at_end": rss_mb(worker) if worker else None,
             }
-        result["rss_mb_at_end"] = rss_mb(worker) if worker else None
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -347,8 +347,32 @@ def print_table(results: list) -> None:
             print(f"{r['nodes']:>6} {mode:>7} {'cycle':>10} {e['cycle_server_ms']['p50']:>7} "
                   f"{e['cycle_server_ms']['p99']:>7}   cycles/s {e['cycles_per_s']} (floor {f['cycles_per_s']}, "
                   f"ratio {r[mode]['cycles_ratio_to_floor']})")
-        print(f"{r['nodes']:>6} RSS MB at start {r['rss_mb_at_start']:.0f}, at end {r['rss_mb_at_end']:.0f}, "
-              f"startup {r['startup_s']} s")
+            print(f"{r['nodes']:>6} {mode:>7} RSS MB at start {r['rss_mb_at_start']:.0f}, "
+                  f"at end {r[mode]['rss_mb_at_end']:.0f}, startup {r['startup_s']} s")
+
+
+def markdown(report: dict) -> str:
+    """The report's figures as the Markdown tables of benchmarks/RESULTS.md."""
+    lines = ["| nodes | NodeNames / Nodes | verb | server p50 | server p99 | client p50 | driver JSON p50 "
+             "| floor server p50 | floor server p99 | floor client p50 | server p50 / floor |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    cycles = ["| nodes | NodeNames / Nodes | cycle server p50 | cycle server p99 | cycles/s | floor cycles/s "
+              "| ratio | RSS MB start / end | startup s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["results"]:
+        for mode in ("names", "objects"):
+            if mode not in r:
+                continue
+            e, f, label = r[mode]["extender"], r[mode]["floor"], {"names": "names", "objects": "Node objects"}[mode]
+            for verb in ("filter", "prioritize", "bind"):
+                lines.append(f"| {r['nodes']:,} | {label} | {verb} | {e['server_ms'][verb]['p50']} "
+                             f"| {e['server_ms'][verb]['p99']} | {e['client_ms'][verb]['p50']} "
+                             f"| {e['driver_json_ms'][verb]['p50']} | {f['server_ms'][verb]['p50']} "
+                             f"| {f['server_ms'][verb]['p99']} | {f['client_ms'][verb]['p50']} "
+                             f"| {r[mode]['ratio_to_floor_p50'][verb]} |")
+            cycles.append(f"| {r['nodes']:,} | {label} | {e['cycle_server_ms']['p50']} | {e['cycle_server_ms']['p99']} "
+                          f"| {e['cycles_per_s']} | {f['cycles_per_s']} | {r[mode]['cycles_ratio_to_floor']} "
+                          f"| {r['rss_mb_at_start']:.0f} / {r[mode]['rss_mb_at_end']:.0f} | {r['startup_s']} |")
+    return "\n".join(lines) + "\n\n" + "\n".join(cycles) + "\n"
 
 
 def main(argv=None) -> int:
@@ -361,6 +385,7 @@ def main(argv=None) -> int:
     parser.add_argument("--objects-pods", type=int, default=None, help="measured pods in objects mode")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", metavar="FILE", help="write every figure here")
+    parser.add_argument("--markdown", metavar="FILE", help="write the tables of benchmarks/RESULTS.md here")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -378,6 +403,9 @@ def main(argv=None) -> int:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "wb") as handle:
             handle.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(markdown(report))
     return 0
 
 

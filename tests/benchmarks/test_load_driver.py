@@ -21,11 +21,14 @@ def test_synthetic_cluster_is_deterministic_and_within_capacity():
 
 def test_driver_measures_extender_and_floor(tmp_path):
     out = tmp_path / "load.json"
-    assert load.main(["--nodes", "30", "--pods", "12", "--warmup", "3", "--json", str(out)]) == 0
+    tables = tmp_path / "load.md"
+    assert load.main(["--nodes", "30", "--pods", "12", "--warmup", "3", "--json", str(out),
+                      "--markdown", str(tables)]) == 0
     report = json.loads(out.read_text())
     result = report["results"][0]
     for mode in ("names", "objects"):
         extender, floor = result[mode]["extender"], result[mode]["floor"]
         assert extender["pods"] == floor["pods"] > 0
         assert extender["server_ms"]["filter"]["p50"] > 0 and floor["server_ms"]["filter"]["p50"] > 0
-    assert result["rss_mb_at_end"] > 0
+    assert result["names"]["rss_mb_at_end"] > 0
+    assert tables.read_text().count("| 30 |") == 8  # three verbs and a cycle row per mode
