@@ -47,8 +47,9 @@ class Fragmentation:
     name = "fragmentation"
 
     def __init__(self, max_shapes: int = 256, half_life: float = 0.0, weighting: str = "gpus",
-                 host_aware: bool = True):
+                 host_aware: bool = True, stranded: bool = True):
         self.mix = ShapeMix(max_shapes, half_life, weighting, host_aware)
+        self.stranded = stranded
         self._cache = PartsCache()
         self._pressure = ModelPressure()
 
@@ -84,11 +85,11 @@ class Fragmentation:
         view, request = candidates.view, candidates.request
         shapes = self.shapes(candidates)
         if request.gpu_count != 1:
-            growth = growth_on(view, shapes, request, candidates.gpus, self._cache)
+            growth = growth_on(view, shapes, request, candidates.gpus, self._cache, self.stranded)
             candidates.notes["growth"] = np.round(growth / RESOLUTION) * RESOLUTION
             return candidates.gpus
         options = candidates.fit & candidates.feasible[:, None] & distinct_gpus(view)
-        growth = np.round(growth_per_gpu(view, shapes, request, options, self._cache) / RESOLUTION) * RESOLUTION
+        growth = np.round(growth_per_gpu(view, shapes, request, options, self._cache, self.stranded) / RESOLUTION) * RESOLUTION
         least = growth.min(axis=1)
         gpu = np.argmax(np.where(growth == least[:, None], fullness(view), -np.inf), axis=1)
         candidates.notes["growth"] = least
