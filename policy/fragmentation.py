@@ -24,6 +24,18 @@ shapes with the same per-GPU demand and GPU count form one class u, and with
 
 where ``idle(node)`` is the node's total idle share and ``small(node, u)``
 the idle share of its GPUs that cannot take u.
+
+``stranded=True`` adds the idle share the node's CPU and memory strand for
+good (the strategy's doc says why):
+
+    Stranded(node) = Σ_g idle(g) · [g takes some class in could(node), none in can(node)]
+
+where ``could`` holds the GPU classes (k ≥ 1) with a shape whose mode and
+model let it run on the node, whatever its CPU and memory, and that find k
+GPUs taking them, and ``can`` those of them with a shape the node's CPU and
+memory let run too (A(node, u) > 0). It does not depend on the popularity,
+only on which shapes were seen, and is worked out only on nodes where
+``could`` and ``can`` differ.
 """
 
 from __future__ import annotations
