@@ -87,7 +87,8 @@ def ablation_configs() -> list:
     """Fragmentation variants on the default trace (milli, paper): what each ingredient is worth."""
     base = {"trace": "default", "mapping": "milli", "setting": "paper", "policy": "fragmentation"}
     return [{**base, "label": "fragmentation[pods]", "options": {"weighting": "pods"}},
-            {**base, "label": "fragmentation[host-blind]", "options": {"host_aware": False}}]
+            {**base, "label": "fragmentation[host-blind]", "options": {"host_aware": False}},
+            {**base, "label": "fragmentation[no-stranded]", "options": {"stranded": False}}]
 
 
 def main(argv=None) -> int:

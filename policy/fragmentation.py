@@ -24,6 +24,18 @@ shapes with the same per-GPU demand and GPU count form one class u, and with
 
 where ``idle(node)`` is the node's total idle share and ``small(node, u)``
 the idle share of its GPUs that cannot take u.
+
+``stranded=True`` adds the idle share the node's CPU and memory strand for
+good (the strategy's doc says why):
+
+    Stranded(node) = Σ_g idle(g) · [g takes some class in could(node), none in can(node)]
+
+where ``could`` holds the GPU classes (k ≥ 1) with a shape whose mode and
+model let it run on the node, whatever its CPU and memory, and that find k
+GPUs taking them, and ``can`` those of them with a shape the node's CPU and
+memory let run too (A(node, u) > 0). It does not depend on the popularity,
+only on which shapes were seen, and is worked out only on nodes where
+``could`` and ``can`` differ.
 """
 
 from __future__ import annotations
@@ -65,23 +77,70 @@ def gpu_takes(view: NodesView, classes: tuple, mem_used, core_used, pods) -> np.
 
 def allowed(view: NodesView, shapes: Shapes, cpu_used, host_used, memory_pods, core_pods) -> np.ndarray:
     """(n, U): A(node, u), the popularity of class u's shapes whose mode, model, CPU and memory the node lets run."""
-    _, core, _, count = shapes.classes
     cpu, memory, table = shapes.host_table
     unknown_cpu, unknown_memory = view.cpu_total == 0, view.host_mem_total == 0
     i = np.where(unknown_cpu, len(cpu), np.searchsorted(cpu, view.cpu_total - cpu_used, side="right"))
     j = np.where(unknown_memory, len(memory), np.searchsorted(memory, view.host_mem_total - host_used, side="right"))
-    core_ok = ((view.mode == MODE_CORE) & (memory_pods == 0))[:, None]
-    memory_ok = ((view.mode == MODE_MEMORY) & (core_pods == 0))[:, None]
-    mode_ok = (count == 0) | np.where(core > 0, core_ok, memory_ok)
+    mode_ok = _mode_ok(view, shapes, memory_pods, core_pods)
     pressure = np.ones(len(table)) if shapes.pressure is None else shapes.pressure
     weight = (table[:, :, -1, -1] * pressure[:, None]).sum()  # all the popularity
-    popular = np.zeros((len(view), len(count)))
+    popular = np.zeros((len(view), len(shapes.classes[3])))
     for group, rows in enumerate(shapes.model_rows(view)):  # each group only on the nodes it may use
         if rows is None:
             popular += pressure[group] * table[group][:, i, j].T
         elif len(rows):
             popular[rows] += pressure[group] * table[group][:, i[rows], j[rows]].T
     return mode_ok * popular / weight
+
+
+def _mode_ok(view: NodesView, shapes: Shapes, memory_pods, core_pods) -> np.ndarray:
+    """(n, U): the node's sharing mode takes class u's kind (and hosts no pod of the other kind)."""
+    _, core, _, count = shapes.classes
+    wants_core = core > 0
+    core_ok = ((view.mode == MODE_CORE) & (memory_pods == 0))[:, None]
+    memory_ok = ((view.mode == MODE_MEMORY) & (core_pods == 0))[:, None]
+    if not wants_core.any():
+        return memory_ok | (count == 0)
+    if wants_core.all():
+        return core_ok | (count == 0)
+    return (count == 0) | np.where(wants_core, core_ok, memory_ok)
+
+
+def runnable_any_host(view: NodesView, shapes: Shapes, memory_pods, core_pods) -> np.ndarray:
+    """(n, U) bool: class u has a shape whose mode and model let it run on the node, whatever its CPU and memory."""
+    _, _, table = shapes.host_table
+    present = np.zeros((len(view), len(shapes.classes[3])), dtype=bool)
+    for group, rows in enumerate(shapes.model_rows(view)):
+        has = table[group][:, -1, -1] > 0
+        if rows is None:
+            present |= has
+        elif len(rows):
+            present[rows] |= has
+    return present & _mode_ok(view, shapes, memory_pods, core_pods)
+
+
+def _gpu_classes(runnable, takers, count) -> np.ndarray:
+    """(..., U) bool: the GPU classes (k ≥ 1) that are ``runnable`` on the node and find k GPUs taking them."""
+    return runnable & (takers >= count) & (count > 0)
+
+
+def _stranded(share, takes, could, can) -> np.ndarray:
+    """Σ_g share(g) · [some class in ``could`` takes g, none in ``can`` does]; ``takes`` (m, G, U), classes (m, U)."""
+    some = (takes & could[:, None, :]).any(axis=2)
+    none = ~(takes & can[:, None, :]).any(axis=2)
+    return (share * (some & none)).sum(axis=1)
+
+
+def _stranded_where(share, takes, could, can) -> np.ndarray:
+    """:func:`_stranded` of every row, worked out only where ``could`` and ``can`` differ (elsewhere it is 0).
+
+    ``takes`` is indexed as ``takes[rows, :]`` (an array or :class:`_RowTakes`).
+    """
+    value = np.zeros(len(share))
+    risky = np.flatnonzero((could != can).any(axis=1))
+    if len(risky):
+        value[risky] = _stranded(share[risky], takes[risky, :], could[risky], can[risky])
+    return value
 
 
 def _strand(total, takers, small, allow, count) -> np.ndarray:
@@ -104,11 +163,16 @@ def _allowed_now(view: NodesView, shapes: Shapes) -> np.ndarray:
     return allowed(view, shapes, view.cpu_used, view.host_mem_used, view.memory_pods, view.core_pods)
 
 
-def _allowed_after(view: NodesView, shapes: Shapes, request: GPURequest) -> np.ndarray:
+def _pods_after(view: NodesView, request: GPURequest) -> tuple:
+    """The node's memory-only and memory+compute pod counts once ``request`` is on it."""
     wants_core = request.wants_core and request.gpu_count > 0
     takes_memory = (not request.wants_core) and request.gpu_count > 0
+    return view.memory_pods + takes_memory, view.core_pods + wants_core
+
+
+def _allowed_after(view: NodesView, shapes: Shapes, request: GPURequest) -> np.ndarray:
     return allowed(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory,
-                   view.memory_pods + takes_memory, view.core_pods + wants_core)
+                   *_pods_after(view, request))
 
 
 class ModelPressure:
@@ -233,19 +297,27 @@ def _parts_of(view: NodesView, classes: tuple, cache: PartsCache | None) -> tupl
     return cache.parts(view, classes)
 
 
-def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = None) -> np.ndarray:
-    """Frag of every node of ``view`` (n,), in GPUs (see module doc)."""
+def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = None,
+                  stranded: bool = False) -> np.ndarray:
+    """Frag of every node of ``view`` (n,), in GPUs (see module doc); Frag + Stranded with ``stranded``."""
     classes = shapes.classes
-    total, takers, small, _, _ = _parts_of(view, classes, cache)
-    return _strand(total, takers, small, _allowed_now(view, shapes), classes[3])
+    total, takers, small, share, takes = _parts_of(view, classes, cache)
+    allow = _allowed_now(view, shapes)
+    frag = _strand(total, takers, small, allow, classes[3])
+    if stranded:
+        could = _gpu_classes(runnable_any_host(view, shapes, view.memory_pods, view.core_pods), takers, classes[3])
+        frag = frag + _stranded_where(share, takes, could, _gpu_classes(allow > 0, takers, classes[3]))
+    return frag
 
 
 def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candidates: np.ndarray,
-                   cache: PartsCache | None = None) -> np.ndarray:
-    """(n, G): increase of Frag if the single-GPU ``request`` went on GPU g; +inf where not a candidate."""
+                   cache: PartsCache | None = None, stranded: bool = False) -> np.ndarray:
+    """(n, G): increase of Frag (+ Stranded) if the single-GPU ``request`` went on GPU g; +inf where not a candidate."""
     classes = shapes.classes
+    count = classes[3]
     total, takers, small, share, takes = _parts_of(view, classes, cache)
-    before = _strand(total, takers, small, _allowed_now(view, shapes), classes[3])
+    allow_now = _allowed_now(view, shapes)
+    before = _strand(total, takers, small, allow_now, count)
 
     rows, gpus = np.nonzero(candidates)
     one = _one_gpu_each(view, rows, gpus)
@@ -257,16 +329,48 @@ def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candida
     takers_after = takers[rows] - takes_before + takes_after
     small_after = small[rows] - share_before[:, None] * ~takes_before + share_after[:, None] * ~takes_after
     total_after = total[rows] - share_before + share_after
-    after = _strand(total_after, takers_after, small_after, _allowed_after(view, shapes, request)[rows], classes[3])
+    allow_after = _allowed_after(view, shapes, request)
+    change = _strand(total_after, takers_after, small_after, allow_after[rows], count) - before[rows]
+    if stranded:
+        change = change + _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after, rows, gpus,
+                                           share_after, takes_after, takers_after)
 
     growth = np.full(candidates.shape, np.inf)
-    growth[rows, gpus] = after - before[rows]
+    growth[rows, gpus] = change
     return growth
 
 
+def _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after, rows, gpus, share_after,
+                     takes_after, takers_after) -> np.ndarray:
+    """Stranded after − before for each candidate GPU (``rows``, ``gpus``) of :func:`growth_per_gpu`.
+
+    ``allow_after`` is per node (n, U). Only nodes where the CPU and memory shut out a class the node could
+    otherwise run, before or with the pod, can strand anything; the rest are skipped. With the pod a GPU
+    takes no more classes than before, so a node that shuts none out with the GPUs as they are does not either
+    with the pod on one of them. The node takes the pod's kind (it is a candidate), so its mode lets the same
+    classes run after.
+    """
+    count = shapes.classes[3]
+    present = runnable_any_host(view, shapes, view.memory_pods, view.core_pods)
+    enough = (takers >= count) & (count > 0)
+    could, can = present & enough, (allow_now > 0) & enough
+    before = _stranded_where(share, takes, could, can)
+    shut_out = (could & (allow_after <= 0)).any(axis=1)
+    risky = np.flatnonzero(shut_out[rows])
+    after = np.zeros(len(rows))
+    if len(risky):  # the candidate's node with the pod on GPU g
+        pick, gpu, index = rows[risky], gpus[risky], np.arange(len(risky))
+        node_takes, node_share = takes[pick, :], share[pick]
+        node_takes[index, gpu] = takes_after[risky]
+        node_share[index, gpu] = share_after[risky]
+        enough = (takers_after[risky] >= count) & (count > 0)
+        after[risky] = _stranded(node_share, node_takes, present[pick] & enough, (allow_after[pick] > 0) & enough)
+    return after - before[rows]
+
+
 def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.ndarray,
-              cache: PartsCache | None = None) -> np.ndarray:
-    """(n,): increase of Frag if ``request`` went on each node's ``gpus`` (n, N), -1 = infeasible node."""
+              cache: PartsCache | None = None, stranded: bool = False) -> np.ndarray:
+    """(n,): increase of Frag (+ Stranded) if ``request`` went on each node's ``gpus`` (n, N), -1 = infeasible node."""
     chosen = np.zeros(view.healthy.shape, dtype=np.int64)
     if gpus.shape[1]:
         rows = np.repeat(np.arange(len(view)), gpus.shape[1])
@@ -278,8 +382,14 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
                        view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
     else:
         after = _parts_of(view, classes, cache)
-    return (_strand(*after[:3], _allowed_after(view, shapes, request), classes[3])
-            - fragmentation(view, shapes, cache))
+    total, takers, small, share, takes = after
+    allow = _allowed_after(view, shapes, request)
+    frag = _strand(total, takers, small, allow, classes[3])
+    if stranded:
+        present = runnable_any_host(view, shapes, *_pods_after(view, request))
+        frag = frag + _stranded_where(share, takes, _gpu_classes(present, takers, classes[3]),
+                                      _gpu_classes(allow > 0, takers, classes[3]))
+    return frag - fragmentation(view, shapes, cache, stranded)
 
 
 def subview(view: NodesView, index: np.ndarray) -> NodesView:

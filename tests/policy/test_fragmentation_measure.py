@@ -104,6 +104,29 @@ def test_a_shape_the_popularity_ignores_changes_nothing():
     assert fragmentation(view_of(state), Shapes.of([SHARE, WHOLE], [1, 0])) == pytest.approx(one)
 
 
+def test_stranded_is_the_idle_share_of_gpus_the_node_cpu_or_memory_shuts_every_fitting_gpu_shape_out_of():
+    # GPU 0 has 0.53 free, GPU 1 is idle; 6 of 16 cores are free.
+    state = state_of(milli_node("n", cpu=16_000), usage=[("n", 0, 470)])
+    state.add_host_usage("n", 10_000, 0)
+    view = view_of(state)
+
+    def stranded(requests):
+        shapes = Shapes.of(requests, [1] * len(requests))
+        return fragmentation(view, shapes, stranded=True)[0] - fragmentation(view, shapes)[0]
+
+    assert stranded([simple_request(470, cpu=8_000), simple_request(GPU, whole_device=True, cpu=8_000)]) \
+        == pytest.approx(1.53)  # neither GPU can be used again
+    assert stranded([simple_request(470, cpu=6_000)]) == 0.0  # the cores fit
+    assert stranded([simple_request(470, cpu=8_000), simple_request(100, cpu=2_000)]) == 0.0  # a small pod fits both
+    assert stranded([simple_request(470, cpu=8_000), simple_request(GPU, whole_device=True, cpu=2_000)]) \
+        == pytest.approx(0.53)  # only GPU 0
+    assert stranded([simple_request(600, cpu=8_000)]) == pytest.approx(1.0)  # GPU 0 fits no shape anyway
+    assert stranded([simple_request(470, cpu=8_000), host_request(1_000)]) == pytest.approx(1.53)  # pods without GPU
+    # do not use a GPU
+    assert stranded([simple_request(470, host_memory=2**37)]) == pytest.approx(1.53)  # host memory too
+    assert stranded([simple_request(470, cpu=8_000, models=frozenset({"T4"}))]) == 0.0  # never ran on this model
+
+
 def test_model_pressure_is_the_scarcity_of_usable_idle_capacity_in_every_node_seen():
     state = state_of(milli_node("t4", model="T4"), milli_node("g2", gpus=6, model="G2"), usage=[("t4", 0, 500)])
     shapes = Shapes.of([SHARE, simple_request(100, models=frozenset({"T4"}))], [1, 1])
@@ -145,47 +168,52 @@ MIX = Shapes.of([simple_request(250, cpu=4_000), simple_request(500, cpu=8_000, 
                  simple_request(GPU, whole_device=True, cpu=2_000), TWO, host_request(6_000)], [3, 2, 4, 1, 2])
 
 
-def _frag_after(state, name, gpus, request):
+def _frag_after(state, name, gpus, request, stranded=False):
     for g in gpus:
         state.add_usage(name, {g: request.memory_per_gpu}, {}, False)
     state.add_host_usage(name, request.cpu, 0)
-    after = fragmentation(view_of(state, [name]), MIX)[0]
+    after = fragmentation(view_of(state, [name]), MIX, stranded=stranded)[0]
     for g in gpus:
         state.add_usage(name, {g: request.memory_per_gpu}, {}, False, -1)
     state.add_host_usage(name, request.cpu, 0, -1)
     return after
 
 
+@pytest.mark.parametrize("stranded", [False, True])
 @settings(max_examples=40)
 @given(clusters(), st.sampled_from([simple_request(250, cpu=4_000), simple_request(500, cpu=1_000)]))
-def test_growth_per_gpu_is_the_difference_of_the_measure(state, request):
+def test_growth_per_gpu_is_the_difference_of_the_measure(stranded, state, request):
     view = view_of(state)
     candidates = view.healthy & (view.mem_total - view.mem_used >= request.memory_per_gpu)
-    growth = growth_per_gpu(view, MIX, request, candidates)
-    before = fragmentation(view, MIX)
+    growth = growth_per_gpu(view, MIX, request, candidates, stranded=stranded)
+    before = fragmentation(view, MIX, stranded=stranded)
     names = [n for n in state.names if n is not None]
     for i, name in enumerate(names):
         for g in range(view.healthy.shape[1]):
             if candidates[i, g]:
-                assert growth[i, g] == pytest.approx(_frag_after(state, name, [g], request) - before[i], abs=1e-9)
+                after = _frag_after(state, name, [g], request, stranded)
+                assert growth[i, g] == pytest.approx(after - before[i], abs=1e-9)
             else:
                 assert growth[i, g] == np.inf
 
 
+@pytest.mark.parametrize("stranded", [False, True])
 @settings(max_examples=30)
 @given(clusters())
-def test_growth_on_chosen_gpus_and_for_pods_without_gpu(state):
+def test_growth_on_chosen_gpus_and_for_pods_without_gpu(stranded, state):
     view = view_of(state)
     names = [n for n in state.names if n is not None]
-    before = fragmentation(view, MIX)
+    before = fragmentation(view, MIX, stranded=stranded)
     idle_gpus = view.healthy & (view.mem_used == 0)
     chosen = np.array([np.flatnonzero(row)[:2].tolist() if row.sum() >= 2 else [-1, -1] for row in idle_gpus])
-    growth = growth_on(view, MIX, TWO, chosen)
-    cpu_only = growth_on(view, MIX, host_request(6_000), np.zeros((len(view), 0), dtype=np.int64))
+    growth = growth_on(view, MIX, TWO, chosen, stranded=stranded)
+    cpu_only = growth_on(view, MIX, host_request(6_000), np.zeros((len(view), 0), dtype=np.int64), stranded=stranded)
     for i, name in enumerate(names):
         if chosen[i, 0] >= 0:
-            assert growth[i] == pytest.approx(_frag_after(state, name, chosen[i], TWO) - before[i], abs=1e-9)
-        assert cpu_only[i] == pytest.approx(_frag_after(state, name, [], host_request(6_000)) - before[i], abs=1e-9)
+            after = _frag_after(state, name, chosen[i], TWO, stranded)
+            assert growth[i] == pytest.approx(after - before[i], abs=1e-9)
+        after = _frag_after(state, name, [], host_request(6_000), stranded)
+        assert cpu_only[i] == pytest.approx(after - before[i], abs=1e-9)
 
 
 @settings(max_examples=20)
@@ -197,6 +225,8 @@ def test_the_cache_answers_as_a_fresh_computation_after_any_changes(state, chang
     for node, gpu, amount in changes:
         name = names[node % len(names)]
         assert fragmentation(view_of(state), MIX, cache) == pytest.approx(fragmentation(view_of(state), MIX))
+        assert fragmentation(view_of(state), MIX, cache, True) == pytest.approx(fragmentation(view_of(state), MIX,
+                                                                                             None, True))
         if gpu < state.specs[name].gpu_count and state.array("mem_used")[state.index[name], gpu] + amount <= GPU:
             state.add_usage(name, {gpu: amount}, {}, False)
     assert fragmentation(view_of(state), MIX, cache) == pytest.approx(fragmentation(view_of(state), MIX))

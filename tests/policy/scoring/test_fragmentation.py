@@ -62,6 +62,24 @@ def test_cpu_hungry_pods_keep_away_from_nodes_whose_gpus_they_would_strand():
     assert raw["roomy"] > raw["tight"]
 
 
+def test_pods_keep_away_from_using_up_the_cpu_a_half_used_gpu_needs():
+    # "lone" holds a 470 pod on GPU 0 and 14 of its 24 cores are free; a whole-GPU pod with 11 cores would leave 3,
+    # and no learned pod that fits GPU 0's 0.53 could use it again. On "fresh" it only stops a two-GPU pod.
+    half = simple_request(470, cpu=10_000)
+    whole = simple_request(1000, whole_device=True, cpu=11_000)
+    two = simple_request(2000, gpu_count=2, whole_device=True, cpu=4_000)
+    state = build({"lone": (node("lone", cpu=24_000), [(0, 470, 0)]), "fresh": (node("fresh"), [])})
+    state.add_host_usage("lone", 10_000, 0)
+    mix = [half] + [whole] * 8 + [two]
+    fgd = Fragmentation(stranded=False)
+    for r in mix:
+        fgd.observe(r)
+    raw, _ = raw_and_scores(state, whole, fgd)
+    assert raw["lone"] > raw["fresh"]  # FGD: 0.53 × p(470) is less than 1 × p(two GPUs)
+    raw, scores = raw_and_scores(state, whole, learned(*mix))
+    assert raw["fresh"] > raw["lone"] and scores["fresh"] == 10  # the stranded 0.53 counts in full
+
+
 def test_multi_gpu_pods_use_the_placement_label_choice():
     state = build({"n": (node("n", gpus=4), [(2, 300, 0)])})
     two = simple_request(2000, gpu_count=2, whole_device=True)
