@@ -143,6 +143,17 @@ class Unaccounted:
     reason: str = "bound pod requests shared GPU but carries no allocation annotation"
 
 
+@dataclass(frozen=True)
+class _Choice:
+    """A scored evaluation of a strategy that is not ``row_local``, and the state it saw."""
+    key: tuple
+    generation: int
+    layout: int
+    slots: int
+    rows: np.ndarray
+    result: Evaluation
+
+
 @dataclass
 class _Counters:
     reserved: int = 0
@@ -173,6 +184,7 @@ class Ledger:
         self._row_local = getattr(strategy, "row_local", False)
         self._fits = RowCache(state)
         self._evaluations = RowCache(state)
+        self._last: _Choice | None = None
 
     # -- locking ---------------------------------------------------------------
     def node_lock(self, node: str) -> threading.Lock:
@@ -221,9 +233,27 @@ class Ledger:
             known = rows >= 0
             return Evaluation(np.where(known, reason, REASON_UNKNOWN).astype(np.int8),
                               np.where(known[:, None], gpus, -1), np.where(known, raw, -np.inf))
-        if 6 * len(rows) < len(self.state.names):
-            return evaluate(self.state.view(rows), request, self.strategy, score=score)
-        return evaluate(self.state.view_live(), request, self.strategy, score=score).take(rows)
+        state = self.state
+        mark = (state.generation, state.layout, state.gpu_slots)  # generation first, as in policy.rowcache
+        if 6 * len(rows) < len(state.names):
+            result = evaluate(state.view(rows), request, self.strategy, score=score)
+        else:
+            result = evaluate(state.view_live(), request, self.strategy, score=score).take(rows)
+        if score:
+            self._last = _Choice(request.placement_key, *mark, rows, result)
+        return result
+
+    def _last_choice(self, request: GPURequest, row: int) -> Evaluation | None:
+        """The last scored evaluation's answer for ``row``, if it was for this request's
+        shape and the row has not changed since: then its fit and GPU choice are exact
+        for the row as it is (the choice may have weighed other nodes, as prioritize did)."""
+        last, state = self._last, self.state
+        if (last is None or last.key != request.placement_key
+                or (last.layout, last.slots) != (state.layout, state.gpu_slots)
+                or state.array("version")[row] > last.generation):
+            return None
+        at = np.flatnonzero(last.rows == row)
+        return last.result.take(at[:1]) if len(at) else None
 
     def check(self, request: GPURequest, names: list) -> np.ndarray:
         """:meth:`check_rows` by node names."""
@@ -263,7 +293,9 @@ class Ledger:
                 self.counters.rejected += 1
                 raise BindRejected(f"node {node} is unknown to the GPU-share extender")
             # the row's GPU use cannot change while its lock is held: a cached evaluation is exact
-            result = self.evaluate_rows(request, np.array([row]), score=False)
+            result = self._last_choice(request, row) if not self._row_local else None
+            if result is None:
+                result = self.evaluate_rows(request, np.array([row]), score=False)
             if not result.feasible[0]:
                 self.counters.rejected += 1
                 raise BindRejected(f"pod {pod} no longer fits on node {node}: {MESSAGES[int(result.reason[0])]}")
