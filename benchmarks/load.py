@@ -277,8 +277,8 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
                                preexec_fn=(lambda: os.sched_setaffinity(0, cores[0])) if cores else None)
     if cores:
         os.sched_setaffinity(0, cores[1])
-    result = {"nodes": nodes, "gpus": nodes * 8, "bound_pods_at_start": len(objects) - nodes,
-              "pinned": {"server": sorted(cores[0]), "driver": sorted(cores[1])} if cores else None}
+    pinned = {"server": sorted(cores[0]), "driver": sorted(cores[1])} if cores else None
+    result = {"nodes": nodes, "gpus": nodes * 8, "bound_pods_at_start": len(objects) - nodes}
     try:
         started = time.monotonic()
         wait_ready(port, process, timeout=600)
@@ -306,6 +306,7 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
                                        for v in ("filter", "prioritize", "bind")},
                 "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
                 "rss_mb_at_end": rss_mb(worker) if worker else None,
+                "pinned": pinned,
             }
     finally:
         process.send_signal(signal.SIGTERM)
@@ -313,6 +314,8 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+        if cores:  # the next server must again find both cores free to split
+            os.sched_setaffinity(0, cores[0] | cores[1])
     return result
 
 

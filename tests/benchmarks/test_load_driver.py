@@ -1,6 +1,7 @@
 """The load benchmark runs end to end on a tiny cluster (figures are not checked here)."""
 
 import json
+import os
 
 import numpy as np
 
@@ -22,6 +23,7 @@ def test_synthetic_cluster_is_deterministic_and_within_capacity():
 def test_driver_measures_extender_and_floor(tmp_path):
     out = tmp_path / "load.json"
     tables = tmp_path / "load.md"
+    cores = os.sched_getaffinity(0)
     assert load.main(["--nodes", "30", "--pods", "12", "--warmup", "3", "--json", str(out),
                       "--markdown", str(tables)]) == 0
     report = json.loads(out.read_text())
@@ -31,4 +33,8 @@ def test_driver_measures_extender_and_floor(tmp_path):
         assert extender["pods"] == floor["pods"] > 0
         assert extender["server_ms"]["filter"]["p50"] > 0 and floor["server_ms"]["filter"]["p50"] > 0
     assert result["names"]["rss_mb_at_end"] > 0
+    # every server (one per mode) had a core of its own, and the driver got all its cores back
+    assert os.sched_getaffinity(0) == cores
+    if len(cores) >= 2:
+        assert all(result[mode]["pinned"]["server"] != result[mode]["pinned"]["driver"] for mode in ("names", "objects"))
     assert tables.read_text().count("| 30 |") == 8  # three verbs and a cycle row per mode
