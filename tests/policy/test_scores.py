@@ -43,3 +43,33 @@ def test_more_distinct_values_than_levels():
 
 def test_all_tied_all_ten():
     assert extender_scores(np.array([0.3, 0.3]), np.array([True, True])).tolist() == [10, 10]
+
+
+def reference_scores(raw, feasible):
+    """The module doc's formula, term by term, over every distinct value."""
+    scores = np.zeros(len(raw), dtype=np.int64)
+    if not feasible.any():
+        return scores
+    u = sorted(set(raw[feasible].tolist()), reverse=True)
+    lo, hi = u[-1], u[0]
+    if hi == lo:
+        scores[feasible] = 10
+        return scores
+    p = [10] + [int(np.floor(10 * (v - lo) / (hi - lo))) for v in u[1:]]
+    s = {v: max(0, min(p[j] + j for j in range(i + 1)) - i) for i, v in enumerate(u)}
+    for i in np.flatnonzero(feasible):
+        scores[i] = s[raw[i]]
+    return scores
+
+
+FEW = [0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 7.0, 9.0, 9.5, 10.0, 11.0, -3.0]
+
+
+@given(st.integers(1, 300).flatmap(lambda n: st.lists(st.sampled_from(FEW), min_size=n, max_size=n)
+                                   | st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=n, max_size=n)),
+       st.data())
+def test_scores_follow_the_formula_on_large_lists_with_ties(values, data):
+    # up to 300 values, with few distinct ones (many ties) or many
+    raw = np.array(values)
+    feasible = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
+    assert extender_scores(raw, feasible).tolist() == reference_scores(raw, feasible).tolist()
