@@ -38,6 +38,7 @@ from policy.reasons import MESSAGES
 from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
 from policy.request import GPURequest, InvalidRequest, host_requests, parse_pod_request
+from policy.state import Mark
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -147,9 +148,7 @@ class Unaccounted:
 class _Choice:
     """A scored evaluation of a strategy that is not ``row_local``, and the state it saw."""
     key: tuple
-    generation: int
-    layout: int
-    slots: int
+    mark: Mark
     rows: np.ndarray
     result: Evaluation
 
@@ -234,23 +233,24 @@ class Ledger:
             return Evaluation(np.where(known, reason, REASON_UNKNOWN).astype(np.int8),
                               np.where(known[:, None], gpus, -1), np.where(known, raw, -np.inf))
         state = self.state
-        mark = (state.generation, state.layout, state.gpu_slots)  # generation first, as in policy.rowcache
+        mark = state.mark()
         if 6 * len(rows) < len(state.names):
             result = evaluate(state.view(rows), request, self.strategy, score=score)
         else:
             result = evaluate(state.view_live(), request, self.strategy, score=score).take(rows)
         if score:
-            self._last = _Choice(request.placement_key, *mark, rows, result)
+            self._last = _Choice(request.placement_key, mark, rows, result)
         return result
 
     def _last_choice(self, request: GPURequest, row: int) -> Evaluation | None:
         """The last scored evaluation's answer for ``row``, if it was for this request's
         shape and the row has not changed since: then its fit and GPU choice are exact
         for the row as it is (the choice may have weighed other nodes, as prioritize did)."""
-        last, state = self._last, self.state
-        if (last is None or last.key != request.placement_key
-                or (last.layout, last.slots) != (state.layout, state.gpu_slots)
-                or state.array("version")[row] > last.generation):
+        last = self._last
+        if last is None or last.key != request.placement_key:
+            return None
+        changed = self.state.changed_since(last.mark, self.state.mark())
+        if changed is None or row in changed:
             return None
         at = np.flatnonzero(last.rows == row)
         return last.result.take(at[:1]) if len(at) else None

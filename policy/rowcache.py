@@ -4,9 +4,10 @@ kube-scheduler asks about one pod after another, mostly of a few shapes (the
 replicas of a Job or Deployment ask alike), and between two questions a bind
 or an informer event changes a node or two. :class:`RowCache` keeps, per key,
 the arrays a ``compute(view)`` function returned for every row of a
-:class:`~policy.state.ClusterState`, with the state's ``generation`` they are
-current for. On the next call for the key it recomputes only the rows whose
-``version`` is newer (every row after a change of layout or GPU slots):
+:class:`~policy.state.ClusterState`, with the state's mark (its ``generation``
+and layout) they are current for. On the next call for the key it recomputes
+only the rows whose ``version`` is newer (every row after a change of layout or
+GPU slots; :meth:`~policy.state.ClusterState.changed_since`):
 
     changed = { r : version[r] > generation_then }
     result[changed] = compute(view(changed))
@@ -36,7 +37,7 @@ REFRESH_ALL = 4  # recompute everything when more than 1/REFRESH_ALL of the rows
 
 
 class _Entry:
-    __slots__ = ("layout", "rows", "slots", "generation", "arrays")
+    __slots__ = ("mark", "arrays")
 
 
 class RowCache:
@@ -58,25 +59,23 @@ class RowCache:
 
     def _current(self, key: Hashable, compute: Callable) -> tuple:
         state = self._state
-        generation = state.generation  # first: see policy.state.ClusterState._bump
-        layout, rows, slots = state.layout, len(state.names), state.gpu_slots
+        mark = state.mark()
         entry = self._entries.get(key)
-        if entry is None or (entry.layout, entry.rows, entry.slots) != (layout, rows, slots):
+        changed = state.changed_since(entry.mark, mark) if entry is not None else None
+        if changed is None:
             entry = _Entry()
-            entry.layout, entry.rows, entry.slots = layout, rows, slots
             entry.arrays = tuple(np.array(a) for a in compute(state.view_live()))
             self._entries[key] = entry
             if len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         else:
-            changed = np.flatnonzero(state.array("version")[:rows] > entry.generation)
-            if REFRESH_ALL * len(changed) > rows:
+            if REFRESH_ALL * len(changed) > mark.rows:
                 entry.arrays = tuple(np.array(a) for a in compute(state.view_live()))
             elif len(changed):
                 for array, part in zip(entry.arrays, compute(state.view(changed))):
                     array[changed] = part
             self._entries.move_to_end(key)
-        entry.generation = generation
+        entry.mark = mark
         return entry.arrays
 
     def clear(self) -> None:

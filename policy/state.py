@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -116,6 +117,14 @@ class RowIndex(dict):
         return -1
 
 
+class Mark(NamedTuple):
+    """A :class:`ClusterState`'s generation and row layout at one moment (:meth:`ClusterState.mark`)."""
+    generation: int
+    layout: int
+    rows: int
+    slots: int
+
+
 class ClusterState:
     """Nodes × GPUs capacity and usage (see module doc)."""
 
@@ -156,10 +165,22 @@ class ClusterState:
         """The live array of one field, every row (row ``self.index[name]``)."""
         return self._arrays[field]
 
+    def mark(self) -> "Mark":
+        """Where the state is now, for a cache to tell later which rows changed since."""
+        generation = self.generation  # first: see _bump
+        return Mark(generation, self.layout, len(self.names), self.gpu_slots)
+
+    def changed_since(self, then: "Mark", now: "Mark") -> np.ndarray | None:
+        """The rows written between mark ``then`` and the later mark ``now``; None when
+        rows were given, taken or resized between them (any row may hold another node)."""
+        if then[1:] != now[1:]:
+            return None
+        return np.flatnonzero(self._arrays["version"][:now.rows] > then.generation)
+
     def _bump(self, row: int) -> None:
         """Mark ``row`` changed, after its values were written. The row's version is
         set before the generation moves on, so a reader that notes the generation
-        and then reads versions cannot miss this change (see :mod:`policy.rowcache`)."""
+        and then reads versions cannot miss this change (:meth:`mark`, :meth:`changed_since`)."""
         self._arrays["version"][row] = self.generation + 1
         self.generation += 1
 

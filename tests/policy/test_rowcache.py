@@ -87,3 +87,20 @@ def test_only_changed_rows_are_recomputed():
     (reason, gpus, raw) = cache.take("k", compute, rows)
     assert seen == [10, 2]  # everything once, nothing when unchanged, then the two changed nodes
     assert gpus[3, 0] == 0 and gpus[7, 0] == 1  # binpack now prefers the used GPU on both
+
+
+def test_changed_since_names_the_rows_written_and_none_once_rows_move():
+    from policy.node import NodeSpec
+    from policy.names import MODE_MEMORY
+    from policy.state import ClusterState
+
+    state = ClusterState()
+    for i in range(4):
+        state.set_node(NodeSpec(f"n{i}", mode=MODE_MEMORY, gpu_count=2, memory_per_gpu=16))
+    then = state.mark()
+    assert state.changed_since(then, state.mark()).tolist() == []
+    state.add_usage("n2", {0: 4}, {}, False)
+    state.add_usage("n0", {1: 4}, {}, False)
+    assert state.changed_since(then, state.mark()).tolist() == [state.index["n0"], state.index["n2"]]
+    state.remove_node("n3")
+    assert state.changed_since(then, state.mark()) is None
