@@ -131,6 +131,12 @@ def _stranded(share, takes, could, can) -> np.ndarray:
     return (share * (some & none)).sum(axis=1)
 
 
+def _stranded_of(share, takes, takers, runnable, allow, count) -> np.ndarray:
+    """Stranded of every row from its parts, the classes its mode and model let run, and A(node, u)."""
+    could, can = _gpu_classes(runnable, takers, count), _gpu_classes(allow > 0, takers, count)
+    return _stranded_where(share, takes, could, can)
+
+
 def _stranded_where(share, takes, could, can) -> np.ndarray:
     """:func:`_stranded` of every row, worked out only where ``could`` and ``can`` differ (elsewhere it is 0).
 
@@ -305,8 +311,8 @@ def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = No
     allow = _allowed_now(view, shapes)
     frag = _strand(total, takers, small, allow, classes[3])
     if stranded:
-        could = _gpu_classes(runnable_any_host(view, shapes, view.memory_pods, view.core_pods), takers, classes[3])
-        frag = frag + _stranded_where(share, takes, could, _gpu_classes(allow > 0, takers, classes[3]))
+        runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods)
+        frag = frag + _stranded_of(share, takes, takers, runnable, allow, classes[3])
     return frag
 
 
@@ -351,10 +357,9 @@ def _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after,
     classes run after.
     """
     count = shapes.classes[3]
-    present = runnable_any_host(view, shapes, view.memory_pods, view.core_pods)
-    enough = (takers >= count) & (count > 0)
-    could, can = present & enough, (allow_now > 0) & enough
-    before = _stranded_where(share, takes, could, can)
+    runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods)
+    could = _gpu_classes(runnable, takers, count)
+    before = _stranded_where(share, takes, could, _gpu_classes(allow_now > 0, takers, count))
     shut_out = (could & (allow_after <= 0)).any(axis=1)
     risky = np.flatnonzero(shut_out[rows])
     after = np.zeros(len(rows))
@@ -363,8 +368,8 @@ def _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after,
         node_takes, node_share = takes[pick, :], share[pick]
         node_takes[index, gpu] = takes_after[risky]
         node_share[index, gpu] = share_after[risky]
-        enough = (takers_after[risky] >= count) & (count > 0)
-        after[risky] = _stranded(node_share, node_takes, present[pick] & enough, (allow_after[pick] > 0) & enough)
+        after[risky] = _stranded(node_share, node_takes, _gpu_classes(runnable[pick], takers_after[risky], count),
+                                 _gpu_classes(allow_after[pick] > 0, takers_after[risky], count))
     return after - before[rows]
 
 
@@ -386,9 +391,8 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
     allow = _allowed_after(view, shapes, request)
     frag = _strand(total, takers, small, allow, classes[3])
     if stranded:
-        present = runnable_any_host(view, shapes, *_pods_after(view, request))
-        frag = frag + _stranded_where(share, takes, _gpu_classes(present, takers, classes[3]),
-                                      _gpu_classes(allow > 0, takers, classes[3]))
+        runnable = runnable_any_host(view, shapes, *_pods_after(view, request))
+        frag = frag + _stranded_of(share, takes, takers, runnable, allow, classes[3])
     return frag - fragmentation(view, shapes, cache, stranded)
 
 
