@@ -41,6 +41,7 @@ from benchmarks.synthetic import cluster_objects, pending_pod
 PREFIX = "/cgpu-scheduler"
 FLOOR = "/floor"
 BIND_THREADS = 4
+VERBS = ("filter", "prioritize", "bind")
 
 
 def free_port() -> int:
@@ -303,7 +304,7 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
             result[mode] = {
                 "extender": e, "floor": f,
                 "ratio_to_floor_p50": {v: round(e["server_ms"][v]["p50"] / f["server_ms"][v]["p50"], 2)
-                                       for v in ("filter", "prioritize", "bind")},
+                                       for v in VERBS},
                 "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
                 "rss_mb_at_end": rss_mb(worker) if worker else None,
                 "pinned": pinned,
@@ -330,28 +331,39 @@ def machine() -> dict:
             "platform": platform.platform()}
 
 
+LABELS = {"names": "names", "objects": "Node objects"}
+
+
+def _runs(results: list):
+    """``(result, mode, extender figures, floor figures)`` of every measured mode, in table order."""
+    for r in results:
+        for mode in ("names", "objects"):
+            if mode in r:
+                yield r, mode, r[mode]["extender"], r[mode]["floor"]
+
+
+def _verb_row(r: dict, mode: str, e: dict, f: dict, verb: str) -> list:
+    """server p50, p99, client p50, driver JSON p50, floor server p50, p99, floor client p50, ratio."""
+    return [e["server_ms"][verb]["p50"], e["server_ms"][verb]["p99"], e["client_ms"][verb]["p50"],
+            e["driver_json_ms"][verb]["p50"], f["server_ms"][verb]["p50"], f["server_ms"][verb]["p99"],
+            f["client_ms"][verb]["p50"], r[mode]["ratio_to_floor_p50"][verb]]
+
+
 def print_table(results: list) -> None:
     print("\nms per call, p50 unless said. server = Server-Timing; client = round trip seen by the driver; "
           "json = the driver's own encode + decode; ratio = extender server p50 / floor server p50")
-    header = f"{'nodes':>6} {'mode':>7} {'verb':>10} {'server':>7} {'p99':>7} {'client':>7} {'json':>6} " \
-             f"{'floor':>6} {'p99':>6} {'client':>7} {'ratio':>5}"
-    print(header)
-    for r in results:
-        for mode in ("names", "objects"):
-            if mode not in r:
-                continue
-            e, f = r[mode]["extender"], r[mode]["floor"]
-            for verb in ("filter", "prioritize", "bind"):
-                print(f"{r['nodes']:>6} {mode:>7} {verb:>10} {e['server_ms'][verb]['p50']:>7} "
-                      f"{e['server_ms'][verb]['p99']:>7} {e['client_ms'][verb]['p50']:>7} "
-                      f"{e['driver_json_ms'][verb]['p50']:>6} {f['server_ms'][verb]['p50']:>6} "
-                      f"{f['server_ms'][verb]['p99']:>6} {f['client_ms'][verb]['p50']:>7} "
-                      f"{r[mode]['ratio_to_floor_p50'][verb]:>5}")
-            print(f"{r['nodes']:>6} {mode:>7} {'cycle':>10} {e['cycle_server_ms']['p50']:>7} "
-                  f"{e['cycle_server_ms']['p99']:>7}   cycles/s {e['cycles_per_s']} (floor {f['cycles_per_s']}, "
-                  f"ratio {r[mode]['cycles_ratio_to_floor']})")
-            print(f"{r['nodes']:>6} {mode:>7} RSS MB at start {r['rss_mb_at_start']:.0f}, "
-                  f"at end {r[mode]['rss_mb_at_end']:.0f}, startup {r['startup_s']} s")
+    widths = (7, 7, 7, 6, 6, 6, 7, 5)
+    titles = ("server", "p99", "client", "json", "floor", "p99", "client", "ratio")
+    print(f"{'nodes':>6} {'mode':>7} {'verb':>10} " + " ".join(f"{t:>{w}}" for t, w in zip(titles, widths)))
+    for r, mode, e, f in _runs(results):
+        for verb in VERBS:
+            figures = _verb_row(r, mode, e, f, verb)
+            print(f"{r['nodes']:>6} {mode:>7} {verb:>10} " + " ".join(f"{v:>{w}}" for v, w in zip(figures, widths)))
+        print(f"{r['nodes']:>6} {mode:>7} {'cycle':>10} {e['cycle_server_ms']['p50']:>7} "
+              f"{e['cycle_server_ms']['p99']:>7}   cycles/s {e['cycles_per_s']} (floor {f['cycles_per_s']}, "
+              f"ratio {r[mode]['cycles_ratio_to_floor']})")
+        print(f"{r['nodes']:>6} {mode:>7} RSS MB at start {r['rss_mb_at_start']:.0f}, "
+              f"at end {r[mode]['rss_mb_at_end']:.0f}, startup {r['startup_s']} s")
 
 
 def markdown(report: dict) -> str:
@@ -361,20 +373,13 @@ def markdown(report: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     cycles = ["| nodes | NodeNames / Nodes | cycle server p50 | cycle server p99 | cycles/s | floor cycles/s "
               "| ratio | RSS MB start / end | startup s |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["results"]:
-        for mode in ("names", "objects"):
-            if mode not in r:
-                continue
-            e, f, label = r[mode]["extender"], r[mode]["floor"], {"names": "names", "objects": "Node objects"}[mode]
-            for verb in ("filter", "prioritize", "bind"):
-                lines.append(f"| {r['nodes']:,} | {label} | {verb} | {e['server_ms'][verb]['p50']} "
-                             f"| {e['server_ms'][verb]['p99']} | {e['client_ms'][verb]['p50']} "
-                             f"| {e['driver_json_ms'][verb]['p50']} | {f['server_ms'][verb]['p50']} "
-                             f"| {f['server_ms'][verb]['p99']} | {f['client_ms'][verb]['p50']} "
-                             f"| {r[mode]['ratio_to_floor_p50'][verb]} |")
-            cycles.append(f"| {r['nodes']:,} | {label} | {e['cycle_server_ms']['p50']} | {e['cycle_server_ms']['p99']} "
-                          f"| {e['cycles_per_s']} | {f['cycles_per_s']} | {r[mode]['cycles_ratio_to_floor']} "
-                          f"| {r['rss_mb_at_start']:.0f} / {r[mode]['rss_mb_at_end']:.0f} | {r['startup_s']} |")
+    for r, mode, e, f in _runs(report["results"]):
+        for verb in VERBS:
+            figures = " | ".join(str(v) for v in _verb_row(r, mode, e, f, verb))
+            lines.append(f"| {r['nodes']:,} | {LABELS[mode]} | {verb} | {figures} |")
+        cycles.append(f"| {r['nodes']:,} | {LABELS[mode]} | {e['cycle_server_ms']['p50']} | {e['cycle_server_ms']['p99']} "
+                      f"| {e['cycles_per_s']} | {f['cycles_per_s']} | {r[mode]['cycles_ratio_to_floor']} "
+                      f"| {r['rss_mb_at_start']:.0f} / {r[mode]['rss_mb_at_end']:.0f} | {r['startup_s']} |")
     return "\n".join(lines) + "\n\n" + "\n".join(cycles) + "\n"
 
 
