@@ -60,8 +60,7 @@ class Seen:
 
 
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
-
-
+_KEPT_SPEC = ("containers", "initContainers", "overhead")
 _UNKNOWN = object()
 
 
@@ -69,7 +68,6 @@ def _uid(pod: dict) -> str | None:
     """The pod's UID, None when it has none (or not a string)."""
     uid = (pod.get("metadata") or {}).get("uid")
     return uid if isinstance(uid, str) and uid else None
-_KEPT_SPEC = ("containers", "initContainers", "overhead")
 
 
 class Recent:
