@@ -59,6 +59,7 @@ class EmbeddedCluster:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             self._pending[uid] = pod
+            ledger.observe_pod(pod)  # the ledger keeps unbound shared-GPU pods as pending
             return
         ledger.observe_pod(pod)
         finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

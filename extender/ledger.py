@@ -14,6 +14,8 @@ records behind its usage arrays. Its contract:
   annotations (V2, else V1); a bound shared-GPU pod without them is kept as
   *unaccounted* and reported, never silently dropped;
 * failed checks raise :class:`BindRejected` and change nothing;
+* every unbound shared-GPU pod it observes is kept in ``pending``
+  (:mod:`extender.pending`) until it is bound, reserved, finished or deleted;
 * every pod bound to a node (shared-GPU or not, until it finishes or is
   deleted) has its CPU and host-memory requests counted on that node, for
   strategies that weigh them; :meth:`Ledger.reserve` counts them at once.
@@ -30,6 +32,7 @@ import numpy as np
 
 from extender import annotations as A
 from extender.logs import fields, get_logger
+from extender.pending import PendingPods
 from policy.allocation import per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
@@ -172,6 +175,7 @@ class Ledger:
         self._allocations: dict[str, Allocation] = {}
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
+        self.pending = PendingPods()
         self._host: dict[str, HostUse] = {}
         self._host_by_node: dict[str, dict[str, HostUse]] = defaultdict(dict)
         self._host_lock = threading.Lock()
@@ -304,6 +308,7 @@ class Ledger:
             allocation = Allocation(pod, node, memory, core, request.wants_core, spec.memory_per_gpu, assume_ns,
                                     "bind")
             self._record(allocation)
+            self.pending.forget(pod.uid)
             self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
             self.counters.reserved += 1
             return allocation, True
@@ -396,6 +401,7 @@ class Ledger:
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
         node = spec.get("nodeName")
+        self.pending.observe(pod)
         if status.get("phase") in TERMINAL_PHASES:
             self.release(ref.uid)
             return
@@ -449,6 +455,7 @@ class Ledger:
 
     def forget_pod(self, uid: str) -> None:
         """A pod was deleted."""
+        self.pending.forget(uid)
         self.release(uid)
         self._unaccounted.pop(uid, None)
 
