@@ -158,6 +158,25 @@ class ClusterState:
         self._arrays = new
 
     @property
+    def lock(self) -> threading.RLock:
+        """The writers' lock: holding it keeps every row as it is (see :meth:`copy`)."""
+        return self._lock
+
+    def copy(self) -> "ClusterState":
+        """An independent copy of every row, names and specs, taken under the writers' lock."""
+        with self._lock:
+            twin = ClusterState.__new__(ClusterState)
+            twin._lock = threading.RLock()
+            twin.index = RowIndex(self.index)
+            twin.names = list(self.names)
+            twin._free_rows = list(self._free_rows)
+            twin._arrays = {f: a.copy() for f, a in self._arrays.items()}
+            twin.specs = dict(self.specs)
+            twin.generation, twin.layout = self.generation, self.layout
+            twin._lookup_memo = {}
+            return twin
+
+    @property
     def gpu_slots(self) -> int:
         return self._arrays["mem_total"].shape[1]
 
