@@ -320,7 +320,7 @@ class Ledger:
         if allocation is None:
             self._unaccounted.pop(uid, None)
             return None
-        with self.node_lock(allocation.node):
+        with self.node_lock(allocation.node), self.state.lock:
             allocation = self._allocations.pop(uid, None)
             if allocation is None:
                 return None
@@ -330,9 +330,10 @@ class Ledger:
             return allocation
 
     def _record(self, allocation: Allocation) -> None:
-        self._allocations[allocation.pod.uid] = allocation
-        self._by_node[allocation.node][allocation.pod.uid] = allocation
-        self._apply(allocation, +1)
+        with self.state.lock:  # records and arrays change together (see snapshot)
+            self._allocations[allocation.pod.uid] = allocation
+            self._by_node[allocation.node][allocation.pod.uid] = allocation
+            self._apply(allocation, +1)
 
     def _count_host(self, uid: str, use: HostUse | None) -> None:
         """Make ``use`` the pod's counted CPU and host memory (None: count nothing)."""
@@ -363,18 +364,34 @@ class Ledger:
 
     def _set_node(self, name: str) -> NodeSpec:
         spec = parse_node(self._nodes[name], self._unhealthy.get(name, frozenset()))
-        is_new = name not in self.state.index
-        self.state.set_node(spec)
-        if is_new:
-            for allocation in self._by_node.get(name, {}).values():
-                self._apply(allocation, +1)
-            for use in self._host_by_node.get(name, {}).values():
-                self.state.add_host_usage(name, use.cpu, use.memory)
+        with self.state.lock:  # a returning node's row and its records' usage appear together
+            is_new = name not in self.state.index
+            self.state.set_node(spec)
+            if is_new:
+                for allocation in self._by_node.get(name, {}).values():
+                    self._apply(allocation, +1)
+                for use in self._host_by_node.get(name, {}).values():
+                    self.state.add_host_usage(name, use.cpu, use.memory)
         return spec
 
     def node_objects(self) -> list:
-        """Every known Node, as much of it as the ledger keeps (name, labels, allocatable, addresses)."""
+        """Every known Node, as much of it as the ledger keeps (name, labels, taints, allocatable, addresses)."""
         return list(self._nodes.values())
+
+    def snapshot(self, without_namespace: str | None = None):
+        """A copy of the cluster state, as if the allocations of pods in ``without_namespace`` were not there.
+
+        Taken under the state's lock, which every change of records and arrays
+        holds, so the copy and the records it subtracts agree.
+        """
+        with self.state.lock:
+            copy = self.state.copy()
+            if without_namespace is not None:
+                for allocation in self._allocations.values():
+                    if allocation.pod.namespace == without_namespace:
+                        copy.add_usage(allocation.node, allocation.memory_per_gpu, allocation.core_per_gpu,
+                                       allocation.wants_core, -1)
+        return copy
 
     def forget_node(self, name: str) -> None:
         """A node disappeared: drop its row; its pods' records wait for it."""
@@ -542,12 +559,16 @@ def _internal_ip(node: dict | None) -> str | None:
 
 
 def _kept(node: dict) -> dict:
-    """What the ledger keeps of a Node: all that parse_node and inspect read, none of its
-    images, conditions or managedFields (tens of KiB on a real node)."""
+    """What the ledger keeps of a Node: all that parse_node, inspect and the autoscaling plan
+    read (taints, cordon), none of its images, conditions or managedFields (tens of KiB on a
+    real node)."""
     meta = node.get("metadata") or {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
     status = node.get("status") or {}
+    kept_spec = {k: spec[k] for k in ("taints", "unschedulable") if spec.get(k)}
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
+            **({"spec": kept_spec} if kept_spec else {}),
             "status": {"allocatable": dict(status.get("allocatable") or {}),
                        "addresses": list(status.get("addresses") or [])}}
 
