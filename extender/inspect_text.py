@@ -36,7 +36,7 @@ def _percent(used: int, total: int) -> int:
     return int(used * 100 / total) if total > 0 else 0
 
 
-def _align(rows: list) -> list:
+def align(rows: list) -> list:
     """Rows of cells → lines; every cell but the last padded to its column's width + 2."""
     widths: dict = {}
     for row in rows:
@@ -104,7 +104,7 @@ def _summary(nodes: list) -> list:
         if core:
             cells.append(f"{n['core']['used']}/{n['core']['total']}" if _is_core(n) else "-")
         rows.append(cells)
-    lines = _align(rows)
+    lines = align(rows)
     return lines + ["-" * (max(map(len, lines)) + 4)]
 
 
@@ -144,7 +144,7 @@ def _details(nodes: list) -> list:
         if core:
             units, capacity = n["core"]["used"], n["core"]["total"]
             footer += [["Allocated Core :", f"{units} ({_percent(units, capacity)}%)"], ["Total Core :", str(capacity)]]
-        body = _align(table)
-        lines += ["", *_align([["NAME:", n["name"]], ["IPADDRESS:", n.get("address") or "unknown"]]), "",
-                  *body, *_align(footer), "-" * (max(map(len, body)) + 4)]
+        body = align(table)
+        lines += ["", *align([["NAME:", n["name"]], ["IPADDRESS:", n.get("address") or "unknown"]]), "",
+                  *body, *align(footer), "-" * (max(map(len, body)) + 4)]
     return lines

@@ -84,12 +84,15 @@ def new_node_name(pool: str, index: int) -> str:
     return f"new:{pool}:{index}"
 
 
-def describe(pool: Pool) -> str:
-    """``np-a10 (4 × 15 GiB, memory)``: the pool and its nodes' GPUs."""
+def node_shape(pool: Pool) -> str:
+    """``4 x 15 GiB, memory``: a new node's GPUs and sharing mode (or why it shares none)."""
     spec = pool.spec
-    if spec.problem:
-        return f"{pool.name} ({spec.problem})"
-    return f"{pool.name} ({spec.gpu_count} × {spec.memory_per_gpu} GiB, {MODE_NAMES[spec.mode]})"
+    return spec.problem or f"{spec.gpu_count} x {spec.memory_per_gpu} GiB, {MODE_NAMES[spec.mode]}"
+
+
+def describe(pool: Pool) -> str:
+    """``np-a10 (4 x 15 GiB, memory)``: the pool and its nodes' GPUs."""
+    return f"{pool.name} ({node_shape(pool)})"
 
 
 def _signature(pod) -> str:
@@ -193,7 +196,7 @@ class _Planner:
     def open(self, pod, request: GPURequest, pools_allowed: np.ndarray):
         """Open a new node of the best pool for the pod; the reason when there is none."""
         if not self.pools:
-            return "fits no node now, and no node pool is known that could grow"
+            return "fits no node now, and no node pool is known that could grow (no node carries a pool label)"
         if not pools_allowed.any():
             return "fits no node now, and no node pool admits it (nodeSelector, node affinity, tolerations)"
         reasons = self.template_reasons(request)
@@ -227,8 +230,10 @@ class _Planner:
 
 def plan(state: ClusterState, nodes, pools: dict, pods, strategy=None) -> Plan:
     """Place ``pods`` on existing room, then on new pool nodes (see module doc)."""
-    planner = _Planner(state, nodes, pools, strategy or Ack())
     pods = list(pods)
+    if not pods:
+        return Plan(pending=0, fits_now=[], pools={}, unplaceable=[])
+    planner = _Planner(state, nodes, pools, strategy or Ack())
     valid = [(i, p) for i, p in enumerate(pods) if isinstance(p.request, GPURequest)]
     valid.sort(key=lambda item: tuple(-v for v in _size(item[1].request)) + (item[0],))
     fits_now, unplaceable = [], {}

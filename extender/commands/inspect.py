@@ -66,6 +66,11 @@ def from_objects(objects: list) -> dict:
 
 def from_api(kubeconfig: str | None = None, api_client=None) -> dict:
     """The inspect report rebuilt from the API server's nodes, pods and unhealthy-GPU ConfigMaps."""
+    return from_objects(api_objects(kubeconfig, api_client))
+
+
+def api_objects(kubeconfig: str | None = None, api_client=None) -> list:
+    """The API server's Nodes, Pods and ``kube-system`` ConfigMaps, as v1 objects."""
     import orjson
     from kubernetes import client
 
@@ -89,7 +94,7 @@ def from_api(kubeconfig: str | None = None, api_client=None) -> dict:
             raise SourceError(f"cannot list {kind}s: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") \
                 from None
         objects += [{**item, "kind": kind} for item in items]
-    return from_objects(objects)
+    return objects
 
 
 def run(args: argparse.Namespace) -> int:

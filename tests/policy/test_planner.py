@@ -91,7 +91,7 @@ def test_pod_larger_than_every_pools_gpus_is_unplaceable_with_a_reason():
     result = plan(state, objects, pools, pods(1, 16, prefix="huge"))
     (ref, reason), = result.unplaceable
     assert ref == "default/huge0" and result.pools == {}
-    assert "too large for every pool" in reason and "np-a (4 × 15 GiB, memory)" in reason
+    assert "too large for every pool" in reason and "np-a (4 x 15 GiB, memory)" in reason
     assert "GPU memory request is larger than the node's GPUs" in reason
 
 
@@ -163,7 +163,8 @@ def test_a_pool_at_zero_nodes_grows_from_its_template():
 def test_without_any_pool_a_pod_that_does_not_fit_is_unplaceable():
     state, objects, _ = full_pool(used_per_gpu=15)
     result = plan(state, objects, {}, pods(1, 2))
-    assert result.unplaceable == [("default/p0", "fits no node now, and no node pool is known that could grow")]
+    assert result.unplaceable == [("default/p0", "fits no node now, and no node pool is known that could grow "
+                                                 "(no node carries a pool label)")]
 
 
 def test_the_state_given_is_left_unchanged():

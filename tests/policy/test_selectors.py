@@ -55,7 +55,8 @@ def test_terms_are_ored_and_requirements_anded():
 
 
 def test_match_fields_on_the_node_name():
-    assert names_allowed(terms=[{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}]) == ["c"]
+    by_name = {"key": "metadata.name", "operator": "In", "values": ["c"]}
+    assert names_allowed(terms=[{"matchFields": [by_name]}]) == ["c"]
     assert names_allowed(terms=[{"matchFields": [{"key": "metadata.name", "operator": "NotIn",
                                                   "values": ["c"]}]}]) == ["a", "b", "d"]
 
