@@ -4,12 +4,14 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize, bind      the kube-scheduler extender verbs
     GET  inspect                       every node and GPU, used/total, pods
+    GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
     GET  metrics                       counters and gauges, Prometheus text format
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
 Replies are JSON. A handler fault is logged with its traceback and answered
-with status 500 and a one-line ``Error``; nothing else is non-200.
+with status 500 and a one-line ``Error``; nothing else is non-200 but ``readyz``
+and ``plan`` before the first sync (503).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from extender.cluster import make_cluster
 from extender.config import Config
 from extender.ledger import Ledger
 from extender.logs import fields, get_logger
-from extender.service import Extender
+from extender.planning import PlanSettings, plan_json
+from extender.service import NOT_SYNCED, Extender
+from extender.templates import load as load_templates
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
@@ -41,13 +45,40 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     ledger = Ledger(ClusterState(), strategy)
     cluster = cluster if cluster is not None else make_cluster(config)
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size,
-                        score_all_pods=config.score_all_pods)
+                        score_all_pods=config.score_all_pods, planning=plan_settings(config))
     cluster.start(ledger)
+    if config.scale_up_placeholders:
+        start_placeholders(config, extender)
     get_logger().info("extender started", extra=fields(
         cluster=getattr(cluster, "kind", "unknown"), source=getattr(cluster, "source", None),
         scoring=config.scoring, prefix=config.normalised_prefix(), nodes=len(ledger.state.specs),
         allocations=len(ledger.allocations()), unaccounted=len(ledger.unaccounted()), ready=cluster.ready()))
     return extender
+
+
+def plan_settings(config: Config) -> PlanSettings:
+    """The autoscaling plan's settings from ``config`` (its templates file read now)."""
+    templates = load_templates(config.templates_file, config.pool_labels) if config.templates_file else {}
+    return PlanSettings(pool_labels=tuple(config.pool_labels), scheduler_names=tuple(config.scheduler_names),
+                        placeholder_namespace=config.placeholder_namespace, templates=templates)
+
+
+def start_placeholders(config: Config, extender: Extender) -> None:
+    """Keep scale-up placeholder pods for the plan's new nodes (Kubernetes backend only)."""
+    from extender.kube.placeholders import Placeholders, PlaceholderSettings
+
+    cluster = extender.cluster
+    if getattr(cluster, "kind", None) != "kubernetes":
+        get_logger().warning("--scale-up-placeholders needs the Kubernetes backend; no placeholders are kept",
+                             extra=fields(cluster=getattr(cluster, "kind", "unknown")))
+        return
+    settings = PlaceholderSettings(
+        namespace=config.placeholder_namespace, priority_class=config.placeholder_priority_class,
+        image=config.placeholder_image, scheduler_name=config.scheduler_names[0],
+        interval=config.placeholder_interval, per_pool=config.placeholders_per_pool)
+    extender.placeholders = Placeholders(cluster, extender, settings)
+    cluster.on_stop(extender.placeholders.stop)
+    extender.placeholders.start()
 
 
 def create_app(config: Config | None = None, *, cluster=None, extender: Extender | None = None) -> Flask:
@@ -74,6 +105,12 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     @routes.get("/inspect")
     def inspect():
         return _json(extender.inspect())
+
+    @routes.get("/plan")
+    def plan():
+        if not extender.ready():
+            return _json({"Error": NOT_SYNCED}, 503)
+        return _json(plan_json(extender.plan()))
 
     @routes.get("/metrics")
     def metrics_():

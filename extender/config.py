@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policy.pools import DEFAULT_POOL_LABELS
+
 DEFAULT_PREFIX = "/cgpu-scheduler"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 32766
@@ -20,6 +22,16 @@ class Config:
     pod_cache_size: int = 10000  # Pods remembered from filter for bind
     score_all_pods: bool = False  # also score pods without a shared-GPU request (see Extender)
     log_level: str = "info"
+    # autoscaling (extender.planning, extender.kube.placeholders)
+    pool_labels: tuple = DEFAULT_POOL_LABELS  # a node's pool: the first of these labels it carries
+    scheduler_names: tuple = ("default-scheduler",)  # pending pods of these schedulers are ours to plan
+    templates_file: str | None = None  # pool max sizes and templates for pools at zero nodes
+    scale_up_placeholders: bool = False  # kube backend: keep placeholder pods that make cluster-autoscaler act
+    placeholder_namespace: str = "cgpu-placeholders"
+    placeholder_priority_class: str = "cgpu-placeholder"
+    placeholder_image: str = "registry.k8s.io/pause:3.10"
+    placeholder_interval: float = 10.0  # seconds between reconciles
+    placeholders_per_pool: int = 10  # bound for a pool whose max size is not known
 
     def normalised_prefix(self) -> str:
         """``/a/b`` form: one leading slash, no trailing one ("" for the root)."""

@@ -30,6 +30,7 @@ from extender import wire
 from extender.cluster import ClusterError
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.nodelists import NodeLists
+from extender.planning import PlanCache, Planned, PlanSettings, plan_of
 from extender.replies import ReplyWriter
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
@@ -95,8 +96,11 @@ class Recent:
 
 class Extender:
     def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000,
-                 score_all_pods: bool = False):
+                 score_all_pods: bool = False, planning: PlanSettings | None = None):
         self.score_all_pods = score_all_pods
+        self.planning = planning or PlanSettings()
+        self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy))
+        self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
@@ -281,6 +285,11 @@ class Extender:
         self.log.info("released a reservation whose bind never took effect", extra=fields(
             pod=str(ref), uid=ref.uid, node=existing.node))
         return ""
+
+    # -- autoscaling plan ------------------------------------------------------
+    def plan(self) -> Planned:
+        """Where the pending shared-GPU pods can go: existing room or new pool nodes (extender.planning)."""
+        return self.plans.fresh()
 
     # -- inspect ---------------------------------------------------------------
     def inspect(self) -> dict:

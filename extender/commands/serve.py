@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from extender.commands.plan import add_planning_arguments
 from extender.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_PREFIX, Config
+from policy.pools import DEFAULT_POOL_LABELS
 from policy.scoring import STRATEGIES
 
 
@@ -29,6 +31,24 @@ def register(subparsers) -> None:
                         help="also score pods without a shared-GPU request (kube-scheduler must then call the "
                              "extender for every pod: no managedResources)")
     parser.add_argument("--seed", type=int, default=0, help="seed for strategies that draw random numbers")
+    add_planning_arguments(parser)
+    defaults = Config()
+    parser.add_argument("--scale-up-placeholders", action="store_true",
+                        help="Kubernetes backend: keep placeholder pods that make cluster-autoscaler add the "
+                             "nodes the autoscaling plan needs (RBAC: manifests/autoscaling/)")
+    parser.add_argument("--placeholder-namespace", default=defaults.placeholder_namespace, metavar="NS",
+                        help=f"the placeholders' own namespace (default {defaults.placeholder_namespace})")
+    parser.add_argument("--placeholder-priority-class", default=defaults.placeholder_priority_class,
+                        metavar="NAME", help="PriorityClass of the placeholders, below every real workload "
+                                             f"(default {defaults.placeholder_priority_class})")
+    parser.add_argument("--placeholder-image", default=defaults.placeholder_image, metavar="IMAGE",
+                        help=f"the placeholders' image (default {defaults.placeholder_image})")
+    parser.add_argument("--placeholder-interval", type=float, default=defaults.placeholder_interval,
+                        metavar="SECONDS", help=f"seconds between placeholder rounds "
+                                                f"(default {defaults.placeholder_interval:g})")
+    parser.add_argument("--placeholders-per-pool", type=int, default=defaults.placeholders_per_pool,
+                        metavar="N", help="most placeholders for a pool whose max size is not known "
+                                          f"(default {defaults.placeholders_per_pool})")
     parser.add_argument("--threads", type=int, default=8, help="request threads in the one worker (default 8)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(run=run)
@@ -37,12 +57,25 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from extender.clusterfile import ClusterFileError, check
     from extender.server import ExtenderServer
+    from extender.templates import TemplatesError
+    from extender.templates import load as load_templates
 
     if not 0 < args.port < 65536:
         print(f"cgpu-extender: --port must be 1..65535, got {args.port}", file=sys.stderr)
         return 2
     if args.threads < 1:
         print(f"cgpu-extender: --threads must be at least 1, got {args.threads}", file=sys.stderr)
+        return 2
+    if args.placeholder_interval <= 0 or args.placeholders_per_pool < 0:
+        print("cgpu-extender: --placeholder-interval must be above 0 and --placeholders-per-pool at least 0",
+              file=sys.stderr)
+        return 2
+    try:
+        pool_labels = tuple(args.pool_labels or DEFAULT_POOL_LABELS)
+        if args.templates:
+            load_templates(args.templates, pool_labels)  # fail here, clearly, rather than inside the worker
+    except TemplatesError as exc:
+        print(f"cgpu-extender: {exc}", file=sys.stderr)
         return 2
     if args.cluster:
         try:
@@ -63,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
                 return 2
     config = Config(prefix=args.prefix, cluster_file=args.cluster, kubernetes=kubernetes,
                     kubeconfig=args.kubeconfig, scoring=args.scoring, seed=args.seed,
-                    score_all_pods=args.score_all_pods, log_level=args.log_level)
+                    score_all_pods=args.score_all_pods, log_level=args.log_level, pool_labels=pool_labels,
+                    scheduler_names=tuple(args.scheduler_names or Config().scheduler_names),
+                    templates_file=args.templates, scale_up_placeholders=args.scale_up_placeholders,
+                    placeholder_namespace=args.placeholder_namespace,
+                    placeholder_priority_class=args.placeholder_priority_class,
+                    placeholder_image=args.placeholder_image, placeholder_interval=args.placeholder_interval,
+                    placeholders_per_pool=args.placeholders_per_pool)
     ExtenderServer(config, args.host, args.port, threads=args.threads).run()
     return 0
