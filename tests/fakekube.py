@@ -8,12 +8,14 @@ strategic-merge patches on pods (maps only, which is all strategic merge adds
 for annotations; a patch naming another ``metadata.uid`` is invalid, 422),
 the ``pods/binding`` subresource with the real server's rules (404, 409 when
 already bound or the UID differs, annotations copied from the Binding),
-Event creation, and Status bodies for errors.
+pod creation (409 when the name is taken) and deletion (404), lists by
+equality label selectors, Event creation, and Status bodies for errors.
 
 Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
 open watch in the middle of an event, :meth:`FakeKube.compact` forgets the
 event history (the next watch gets 410 Gone), ``fail_bindings`` answers the
-next bindings with an error status after nothing was written, and the server
+next bindings with an error status after nothing was written (``fail_creates``
+the next pod creations), and the server
 can be started late on a port fixed in advance (API unreachable at start).
 """
 
@@ -78,6 +80,7 @@ class FakeKube:
         self.cut_generation = 0
         self.fail_bindings: list[int] = []  # statuses for the next bindings, in order
         self.fail_reads: list[int] = []  # statuses for the next single-pod reads, in order
+        self.fail_creates: list[int] = []  # statuses for the next pod creations, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.events: list[dict] = []  # Events created through the API
         self.watches_open = 0
@@ -188,9 +191,11 @@ class FakeKube:
                 self.cond.wait(left)
 
     # -- API operations -----------------------------------------------------------
-    def api_list(self, kind: str, namespace: str | None, limit: int = 0, token: str = "") -> dict:
+    def api_list(self, kind: str, namespace: str | None, limit: int = 0, token: str = "",
+                 label_selector: str = "") -> dict:
         """A list, in pages of ``limit`` when asked; ``continue`` carries the snapshot's
-        resourceVersion and offset, and expires (410) once the history is compacted past it."""
+        resourceVersion and offset, and expires (410) once the history is compacted past it.
+        ``label_selector`` takes equality terms only (``a=b,c=d``)."""
         with self.cond:
             self.list_pages += 1
             snapshot, offset = self.rv, 0
@@ -199,8 +204,10 @@ class FakeKube:
                 if snapshot < self.compacted[kind]:
                     raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
                                                    "consistent list result.")
+            wanted = dict(term.split("=", 1) for term in label_selector.split(",") if term)
             items = [copy.deepcopy(o) for (ns, _), o in sorted(self.store[kind].items())
-                     if namespace is None or ns == namespace]
+                     if (namespace is None or ns == namespace)
+                     and wanted.items() <= ((o["metadata"].get("labels") or {}).items())]
             meta = {"resourceVersion": str(snapshot)}
             if limit and offset + limit < len(items):
                 meta["continue"] = f"{snapshot}:{offset + limit}"
@@ -253,6 +260,27 @@ class FakeKube:
                 {"type": "PodScheduled", "status": "True"})
             self.update("pods", bound)
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def api_create_pod(self, namespace: str, body: dict) -> dict:
+        with self.cond:
+            if self.fail_creates:
+                code = self.fail_creates.pop(0)
+                raise ApiError(code, "Forbidden", f'pods is forbidden: no PriorityClass with name '
+                                                  f'{(body.get("spec") or {}).get("priorityClassName")} was found')
+            name = (body.get("metadata") or {}).get("name")
+            if not name:
+                raise ApiError(422, "Invalid", "Pod is invalid: metadata.name: Required value")
+            if (namespace, name) in self.store["pods"]:
+                raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
+            body = {**body, "metadata": {**body["metadata"], "namespace": namespace}}
+            body.setdefault("status", {"phase": "Pending"})
+            return self.create("pods", body)
+
+    def api_delete_pod(self, namespace: str, name: str) -> dict:
+        with self.cond:
+            if (namespace, name) not in self.store["pods"]:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found')
+            return self.delete("pods", name, namespace)
 
     def api_get_pod(self, namespace: str, name: str) -> dict:
         with self.cond:
@@ -340,8 +368,14 @@ class _Handler(BaseHTTPRequestHandler):
                 kind, namespace = collection["kind"], collection["ns"]
                 if query.get("watch") in ("true", "1"):
                     return self._watch(kind, namespace, query)
+                selector = {"label_selector": query["labelSelector"]} if query.get("labelSelector") else {}
                 return self._reply(200, self.kube.api_list(kind, namespace, int(query.get("limit") or 0),
-                                                           query.get("continue") or ""))
+                                                           query.get("continue") or "", **selector))
+            if collection and method == "POST" and collection["kind"] == "pods" and collection["ns"]:
+                return self._reply(201, self.kube.api_create_pod(collection["ns"], self._body()))
+            if pod and method == "DELETE" and not pod["binding"]:
+                self._body()
+                return self._reply(200, self.kube.api_delete_pod(pod["ns"], pod["name"]))
             if pod and method == "GET" and not pod["binding"]:
                 return self._reply(200, self.kube.api_get_pod(pod["ns"], pod["name"]))
             if pod and method == "PATCH" and not pod["binding"]:
@@ -388,6 +422,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         self._dispatch("POST")
+
+    def do_DELETE(self):  # noqa: N802
+        self._dispatch("DELETE")
 
 
 def wait_until(condition, timeout: float = 10.0, what: str = "condition"):

@@ -87,6 +87,7 @@ class KubernetesCluster:
         self._pods: Reflector | None = None
         self._events: queue.Queue = queue.Queue(maxsize=1000)
         self._events_thread: threading.Thread | None = None
+        self._on_stop: list = []
         self.log = get_logger()
 
     @classmethod
@@ -118,7 +119,13 @@ class KubernetesCluster:
     def ready(self) -> bool:
         return bool(self.reflectors) and all(r.synced.is_set() for r in self.reflectors)
 
+    def on_stop(self, callback) -> None:
+        """Call ``callback()`` when the backend stops (e.g. to end a loop that uses its client)."""
+        self._on_stop.append(callback)
+
     def stop(self) -> None:
+        for callback in self._on_stop:
+            callback()
         for reflector in self.reflectors:
             reflector.stop()
         if self._events_thread is not None:
@@ -238,16 +245,18 @@ class KubernetesCluster:
                 return None
             raise
 
-    def _call(self, method, *args) -> dict:
+    def _call(self, method, *args, **kwargs) -> dict:
         """A generated client call, its reply as JSON; every failure as a :class:`ClusterError`."""
         try:
-            response = method(*args, _preload_content=False, _request_timeout=self.request_timeout)
+            response = method(*args, _preload_content=False, _request_timeout=self.request_timeout, **kwargs)
             try:
                 return orjson.loads(response.data or b"{}")
             finally:
                 response.release_conn()
         except Exception as exc:  # noqa: BLE001 - the client raises many types; all mean "failed"
             raise _cluster_error(exc) from None
+
+    call = _call  # for loops that share this client and its error handling (extender.kube.placeholders)
 
 
 def _cluster_error(exc: Exception) -> ClusterError:
