@@ -34,6 +34,7 @@ LEADER_FIELDS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod",
                  "resourceNamespace"}
 CLIENT_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
 PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+OPT_IN = "manifests/autoscaling/"  # scale-up placeholders: extra RBAC only for those who apply it
 GO_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
 
@@ -180,8 +181,8 @@ def test_sidecar_variant_listens_on_loopback_as_a_second_scheduler():
     assert (url.hostname, url.port, url.path) == ("127.0.0.1", args.port, args.prefix)
     assert "--config=/etc/cgpu-scheduler/config.yaml" in containers["kube-scheduler"]["command"]
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    bound = {(d["roleRef"]["kind"], d["roleRef"]["name"]) for _, d in ALL
-             if d["kind"] in ("ClusterRoleBinding", "RoleBinding") and
+    bound = {(d["roleRef"]["kind"], d["roleRef"]["name"]) for where, d in ALL
+             if d["kind"] in ("ClusterRoleBinding", "RoleBinding") and not where.startswith(OPT_IN) and
              any(s["name"] == account for s in d["subjects"])}
     assert bound == {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
                      ("Role", "extension-apiserver-authentication-reader"), ("ClusterRole", "cgpu-extender"),
@@ -207,3 +208,24 @@ def test_examples_ask_for_what_the_seeds_say():
     for workload in (find("Job", "cuda-sample"), find("Deployment", "binpack-demo")):
         spec = workload["spec"]["template"]["spec"]
         assert {"key": "scaler", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in spec["tolerations"]
+
+
+def test_placeholder_variant_grants_pod_writes_in_its_own_namespace_only():
+    from extender.config import Config
+
+    defaults = Config()
+    variant = [d for where, d in ALL if where.startswith(OPT_IN)]
+    (namespace,) = [d for d in variant if d["kind"] == "Namespace"]
+    (role,) = [d for d in variant if d["kind"] == "Role"]
+    (binding,) = [d for d in variant if d["kind"] == "RoleBinding"]
+    (priority,) = [d for d in variant if d["kind"] == "PriorityClass"]
+    assert namespace["metadata"]["name"] == role["metadata"]["namespace"] == binding["metadata"]["namespace"] == \
+        defaults.placeholder_namespace
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert {(s["name"], s["namespace"]) for s in binding["subjects"]} == {
+        (find("Deployment", name)["spec"]["template"]["spec"]["serviceAccountName"], "kube-system")
+        for name in ("cgpu-extender", "cgpu-scheduler")}
+    # below every pod without a PriorityClass (0), not below cluster-autoscaler's default expendable cutoff (-10)
+    assert priority["metadata"]["name"] == defaults.placeholder_priority_class
+    assert -10 <= priority["value"] < 0 and priority["globalDefault"] is False

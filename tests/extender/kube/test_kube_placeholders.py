@@ -192,3 +192,33 @@ def test_a_placeholder_fits_an_empty_node_of_its_pool_and_no_other(schedule, gpu
     # a core_mem pool of several GPUs per node: a memory-only placeholder stays pending (still seen by
     # cluster-autoscaler, which is all it is for)
     assert result.feasible.tolist() == [fits, False]
+
+
+def test_every_request_of_the_loop_is_granted_by_rbac_and_the_placeholder_variant(kube, extender_on):
+    from pathlib import Path
+
+    import yaml
+
+    from test_kube_rbac import granted, needed
+
+    full_pool(kube)
+    kube.create("pods", pending("job-0"))
+    extender = extender_on(scale_up_placeholders=True, placeholder_interval=3600)
+    before = len(kube.requests)
+    extender.placeholders.reconcile()
+    kube.delete("pods", "job-0")
+    wait_until(lambda: plan_json(extender.plan())["pending"] == 0, what="the deletion")
+    extender.placeholders.reconcile()
+    assert extender.placeholders.stats.created == extender.placeholders.stats.deleted == 1
+    variant = Path(__file__).resolve().parents[3] / "manifests" / "autoscaling" / "placeholders.yaml"
+    (role,) = [d for d in yaml.safe_load_all(variant.read_text()) if d and d["kind"] == "Role"]
+    own = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    cluster, _ = granted()
+    loop = [(method, path) for method, path in kube.requests[before:] if f"/namespaces/{NS}/" in path]
+    sent = {need for method, path in loop for need in needed(method, path)}
+    assert {verb for _, _, verb in sent} >= {"list", "create", "delete"}
+    refused = sorted((ns or "", resource, verb) for ns, resource, verb in sent
+                     if (resource, verb) not in cluster and not (ns == NS and (resource, verb) in own))
+    assert not refused
+    # the rest of what was sent meanwhile is the watches' (granted by rbac.yaml, tested there)
+    assert all(method == "GET" for method, path in kube.requests[before:] if (method, path) not in loop)
