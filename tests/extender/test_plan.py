@@ -175,3 +175,26 @@ def test_metrics_count_pending_pods_by_outcome_and_nodes_per_pool(tmp_path):
                  'cgpu_pool_nodes_needed{pool="np-t4"} 0'):
         assert line in text.splitlines(), line
     assert "cgpu_plan_cpu_seconds " in text and "cgpu_placeholders" not in text
+
+
+def test_the_readme_shows_what_plan_prints(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("\n## Autoscaling\n"):]
+    shown = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    printed = json.loads(plan_cli(capsys, "--cluster", write(tmp_path, done_case()), "--json")[1])
+    pods = printed["pools"]["np-a10"]["pods"]
+    assert shown["pools"]["np-a10"]["pods"] == pods[:2] and "shortened" in section  # the README cuts the list
+    shown["pools"]["np-a10"]["pods"] = pods
+    assert shown == printed
+    usage = re.search(r"```\ncgpu-extender plan (.*?)```", section, re.S).group(1)
+    options = set(re.findall(r"--[a-z-]+", usage))
+    assert options and options <= set(re.findall(r"--[a-z-]+", _plan_help())), options
+
+
+def _plan_help() -> str:
+    from extender.cli import build_parser
+
+    return build_parser()._subparsers._group_actions[0].choices["plan"].format_help()

@@ -222,3 +222,19 @@ def test_every_request_of_the_loop_is_granted_by_rbac_and_the_placeholder_varian
     assert not refused
     # the rest of what was sent meanwhile is the watches' (granted by rbac.yaml, tested there)
     assert all(method == "GET" for method, path in kube.requests[before:] if (method, path) not in loop)
+
+
+def test_plan_reads_the_api_server_too(kube, tmp_path, capsys):
+    import json
+
+    from extender.cli import main
+    from test_kube_serve import KUBECONFIG
+
+    full_pool(kube)
+    for i in range(10):
+        kube.create("pods", pending(f"job-{i}"))
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG.format(url=kube.url))
+    assert main(["plan", "--kubeconfig", str(config), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["pools"]["np-a10"]["nodesNeeded"] == 2 and result["pending"] == 10
