@@ -59,7 +59,7 @@ def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
     pending = [p for p in ledger.pending.all()
                if p.scheduler_name in served and p.namespace != settings.placeholder_namespace]
     nodes = {n["metadata"]["name"]: n for n in ledger.node_objects()}
-    pools = pools_of(nodes.values(), settings.pool_labels, settings.templates)
+    pools = pools_of(nodes.values(), settings.pool_labels, settings.templates, dict(ledger.state.specs))
     if strategy is None or not getattr(strategy, "row_local", False):
         strategy = make_strategy()  # the plan needs a strategy that neither learns nor draws
     state = ledger.snapshot(settings.placeholder_namespace) if pending else None  # no pods: no state read

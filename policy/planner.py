@@ -11,7 +11,9 @@ of :func:`plan`:
   with ``ref``, ``request`` — a :class:`~policy.request.GPURequest` or the
   exception that made it invalid —, ``node_selector``, ``node_affinity`` (the
   required ``nodeSelectorTerms``), ``tolerations`` and ``nominated_node``),
-  and a ``row_local`` scoring ``strategy`` (default ``ack``);
+  and a ``row_local`` scoring ``strategy`` (default ``ack``: the plan keeps
+  each request's evaluation of the existing nodes and refreshes only the rows
+  its placements changed, :mod:`policy.rowcache`);
 * pods are placed one at a time, largest first (GiB per GPU × GPUs, then
   compute, then the order given), with :func:`policy.placement.evaluate`
   (the extender's fit rules and GPU choice), only on nodes their selector,
@@ -47,9 +49,10 @@ import numpy as np
 from policy import reasons as R
 from policy.allocation import per_gpu, split
 from policy.names import MODE_NAMES
-from policy.placement import Evaluation, evaluate
+from policy.placement import evaluate
 from policy.pools import Pool
 from policy.request import GPURequest
+from policy.rowcache import RowCache
 from policy.scoring.ack import Ack
 from policy.selectors import NodeTable, allowed, labels_of, taints_of
 from policy.state import ClusterState
@@ -104,12 +107,19 @@ def _size(request: GPURequest) -> tuple:
 
 
 class _Planner:
+    """One plan's working state: the existing nodes (a copy) and the new nodes it opens (a state of
+    their own), each with its evaluations cached per request and refreshed where a placement changed
+    a row."""
+
     def __init__(self, state: ClusterState, nodes, pools: dict, strategy):
-        self.work = state.copy()
+        self.existing = state.copy()
+        self.cache = RowCache(self.existing)
+        self.new = ClusterState()
+        self.new_cache = RowCache(self.new)
+        self.new_pool = np.zeros(0, dtype=np.int64)  # pool index of each row of self.new
         self.strategy = strategy
-        self.table = NodeTable.of(list(self.work.names), nodes)
-        self.pool_names = sorted(pools)
-        self.pools = [pools[p] for p in self.pool_names]
+        self.table = NodeTable.of(list(self.existing.names), nodes)
+        self.pools = [pools[p] for p in sorted(pools)]
         templates = [p.template for p in self.pools]
         self.pool_table = NodeTable([p.name for p in self.pools], [labels_of(t) for t in templates],
                                     [taints_of(t) for t in templates])
@@ -117,7 +127,6 @@ class _Planner:
         for pool in self.pools:
             self.templates.set_node(pool.new_node(new_node_name(pool.name, -1)))
         self.template_rows = self.templates.rows([new_node_name(p.name, -1) for p in self.pools])
-        self.opened: list = []  # (row in work, pool index)
         self.pool_plans: dict = {}
         self._allowed: dict = {}  # signature → (existing rows allowed, pools allowed)
         self._template_fit: dict = {}  # placement_key → reason per pool
@@ -141,56 +150,61 @@ class _Planner:
         return reasons
 
     # -- placing -------------------------------------------------------------------
-    def _evaluate(self, rows: np.ndarray, request: GPURequest) -> Evaluation:
-        if 6 * len(rows) < len(self.work.names):
-            return evaluate(self.work.view(rows), request, self.strategy)
-        return evaluate(self.work.view_live(), request, self.strategy).take(rows)
+    def _evaluator(self, request: GPURequest):
+        def compute(view):
+            result = evaluate(view, request, self.strategy)
+            return result.reason, result.gpus, result.raw
 
-    def best(self, rows: np.ndarray, request: GPURequest):
-        """``(row, gpus)`` of the highest-scored node of ``rows`` that fits, or None."""
-        if not len(rows):
-            return None
-        result = self._evaluate(rows, request)
-        feasible = np.flatnonzero(result.feasible)
+        return compute
+
+    @staticmethod
+    def _best(rows: np.ndarray, reason: np.ndarray, gpus: np.ndarray, raw: np.ndarray):
+        """``(row, gpus)`` of the highest-scored row that fits (the first of equals), or None."""
+        feasible = np.flatnonzero(reason == R.FITS)
         if not len(feasible):
             return None
-        i = feasible[np.argmax(result.raw[feasible])]
-        return int(rows[i]), tuple(int(g) for g in result.gpus[i])
+        i = feasible[np.argmax(raw[feasible])]
+        return int(rows[i]), tuple(int(g) for g in gpus[i])
 
-    def record(self, row: int, gpus: tuple, request: GPURequest) -> str:
-        name = self.work.names[row]
+    def best_existing(self, rows: np.ndarray, request: GPURequest):
+        if not len(rows):
+            return None
+        return self._best(rows, *self.cache.take(request.placement_key, self._evaluator(request), rows))
+
+    def best_new(self, rows: np.ndarray, request: GPURequest):
+        if not len(rows):
+            return None
+        return self._best(rows, *self.new_cache.take(request.placement_key, self._evaluator(request), rows))
+
+    @staticmethod
+    def record(state: ClusterState, row: int, gpus: tuple, request: GPURequest) -> str:
+        name = state.names[row]
         memory, core = split(request, gpus)
-        self.work.add_usage(name, per_gpu(memory), per_gpu(core), request.wants_core)
+        state.add_usage(name, per_gpu(memory), per_gpu(core), request.wants_core)
         return name
 
     def place(self, pod, request: GPURequest):
         """A :class:`Placement` for the pod, or the reason it has none."""
         rows, pools_allowed = self.allowed(pod)
-        if pod.nominated_node is not None:
-            nominated = self.work.index.get(pod.nominated_node, -1)
-            if nominated >= 0 and nominated in rows:
-                found = self.best(np.array([nominated]), request)
-                if found is not None:
-                    return Placement(pod.ref, self.record(found[0], found[1], request), found[1])
+        nominated = self.existing.index.get(pod.nominated_node, -1) if pod.nominated_node else -1
+        found = self.best_existing(np.array([nominated]), request) if nominated in rows else None
         key = (request.placement_key, _signature(pod))
-        if key not in self._no_room_now:
-            found = self.best(rows, request)
-            if found is not None:
-                return Placement(pod.ref, self.record(found[0], found[1], request), found[1])
-            self._no_room_now.add(key)  # existing rows only fill up as the plan goes on
-        opened = np.array([row for row, p in self.opened if pools_allowed[p]], dtype=np.int64)
-        found = self.best(opened, request)
+        if found is None and key not in self._no_room_now:
+            found = self.best_existing(rows, request)
+            if found is None:
+                self._no_room_now.add(key)  # existing rows only fill up as the plan goes on
+        if found is not None:
+            return Placement(pod.ref, self.record(self.existing, *found, request), found[1])
+        found = self.best_new(np.flatnonzero(pools_allowed[self.new_pool]), request)
         if found is None:
             return self.open(pod, request, pools_allowed)
-        pool = next(p for row, p in self.opened if row == found[0])
-        return self._placed_new(pod, request, found, pool)
+        return self._placed_new(pod, request, found)
 
-    def _placed_new(self, pod, request, found, pool_index) -> Placement:
-        name = self.record(found[0], found[1], request)
-        pool = self.pools[pool_index].name
-        plan = self.pool_plans[pool]
-        placement = Placement(pod.ref, name, found[1], pool, int(name.rsplit(":", 1)[1]))
-        plan.placements.append(placement)
+    def _placed_new(self, pod, request, found) -> Placement:
+        name = self.record(self.new, *found, request)
+        pool_plan = self.pool_plans[self.pools[self.new_pool[found[0]]].name]
+        placement = Placement(pod.ref, name, found[1], pool_plan.pool.name, int(name.rsplit(":", 1)[1]))
+        pool_plan.placements.append(placement)
         return placement
 
     def open(self, pod, request: GPURequest, pools_allowed: np.ndarray):
@@ -214,18 +228,18 @@ class _Planner:
         i = min(with_room, key=lambda i: (self.pools[i].spec.memory_per_gpu, self.pools[i].spec.gpu_count,
                                           self.pools[i].name))
         pool = self.pools[i]
-        plan = self.pool_plans.setdefault(pool.name, PoolPlan(pool))
-        row = self.work.set_node(pool.new_node(new_node_name(pool.name, plan.nodes_needed)))
-        plan.nodes_needed += 1
-        self.opened.append((row, i))
-        found = self.best(np.array([row]), request)
+        pool_plan = self.pool_plans.setdefault(pool.name, PoolPlan(pool))
+        row = self.new.set_node(pool.new_node(new_node_name(pool.name, pool_plan.nodes_needed)))
+        pool_plan.nodes_needed += 1
+        self.new_pool = np.append(self.new_pool, i)
+        found = self.best_new(np.array([row]), request)
         if found is None:  # the template fits, so its empty twin does: never expected
             return f"fits no node now, nor a new node of {describe(pool)}"
-        return self._placed_new(pod, request, found, i)
+        return self._placed_new(pod, request, found)
 
     def _needed(self, pool_index: int) -> int:
-        plan = self.pool_plans.get(self.pools[pool_index].name)
-        return plan.nodes_needed if plan is not None else 0
+        pool_plan = self.pool_plans.get(self.pools[pool_index].name)
+        return pool_plan.nodes_needed if pool_plan is not None else 0
 
 
 def plan(state: ClusterState, nodes, pools: dict, pods, strategy=None) -> Plan:

@@ -75,6 +75,10 @@ def pool_of(labels: dict, keys=DEFAULT_POOL_LABELS) -> tuple[str, str] | None:
     return None
 
 
+def _name(node: dict) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
 def _state_taint(key: str) -> bool:
     return key.startswith(STATE_TAINT_PREFIXES)
 
@@ -89,13 +93,15 @@ def as_template(node: dict, key: str, pool: str) -> dict:
             "spec": {"taints": taints}, "status": {"allocatable": dict(allocatable)}}
 
 
-def pools_of(nodes, keys=DEFAULT_POOL_LABELS, entries=None) -> dict:
+def pools_of(nodes, keys=DEFAULT_POOL_LABELS, entries=None, specs=None) -> dict:
     """Every pool of the v1 Nodes ``nodes`` and of the templates file's ``entries`` (pool → :class:`Entry`).
 
     Returns pool name → :class:`Pool`. An entry without a node for a pool that
     has no nodes gives no pool (nothing says what its nodes are like).
+    ``specs`` (name → :class:`NodeSpec`, e.g. a state's) saves parsing the nodes again.
     """
     entries = entries or {}
+    specs = specs or {}
     members: dict = {}
     for node in nodes:
         found = pool_of(labels_of(node), keys)
@@ -103,9 +109,9 @@ def pools_of(nodes, keys=DEFAULT_POOL_LABELS, entries=None) -> dict:
             members.setdefault(found[1], (found[0], []))[1].append(node)
     pools = {}
     for name, (key, group) in members.items():
-        group.sort(key=lambda n: str(((n.get("metadata") or {}).get("name")) or ""))
-        specs = [parse_node(n) for n in group]
-        chosen = next((n for n, s in zip(group, specs) if s.mode != MODE_NONE and s.problem is None), group[0])
+        group.sort(key=_name)
+        parsed = [specs.get(_name(n)) or parse_node(n) for n in group]
+        chosen = next((n for n, s in zip(group, parsed) if s.mode != MODE_NONE and s.problem is None), group[0])
         template = as_template(chosen, key, name)
         pools[name] = Pool(name, key, len(group), entries.get(name, Entry()).max_size, template,
                            parse_node(template))
