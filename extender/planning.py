@@ -16,6 +16,9 @@ Contract:
 
   with ``namespace/name`` pod refs, sorted; ``pools`` lists the pools that
   need new nodes;
+* :meth:`Planned.beyond_autoscaler` is what placeholders ask for: the new
+  nodes a pool needs less those cluster-autoscaler adds by itself for the
+  pods it sees unschedulable (:mod:`policy.totals`);
 * :class:`PlanCache` keeps the last plan for readers that may reuse one a few
   seconds old (metrics); one plan is computed at a time.
 """
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from policy.planner import Plan, plan
 from policy.pools import DEFAULT_POOL_LABELS, pools_of
 from policy.scoring import make_strategy
+from policy.totals import own_scale_up
 
 DEFAULT_SCHEDULER_NAMES = ("default-scheduler",)
 DEFAULT_PLACEHOLDER_NAMESPACE = "cgpu-placeholders"
@@ -50,6 +54,14 @@ class Planned:
     pools: dict  # name → policy.pools.Pool
     pods: dict  # ref → the pending pod
     cpu_seconds: float = 0.0  # CPU time the plan took (this thread's)
+    autoscaler_adds: dict = field(default_factory=dict)  # pool → nodes cluster-autoscaler adds by itself
+
+    def beyond_autoscaler(self, pool: str) -> int:
+        """New nodes of ``pool`` the plan needs that cluster-autoscaler would not add by itself
+        (policy.totals): what placeholders must ask for."""
+        pool_plan = self.plan.pools.get(pool)
+        needed = pool_plan.nodes_needed if pool_plan is not None else 0
+        return max(needed - self.autoscaler_adds.get(pool, 0), 0)
 
 
 def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
@@ -64,7 +76,8 @@ def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
         strategy = make_strategy()  # the plan needs a strategy that neither learns nor draws
     state = ledger.snapshot(settings.placeholder_namespace) if pending else None  # no pods: no state read
     result = plan(state, nodes, pools, pending, strategy)
-    return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started)
+    adds = own_scale_up(state, nodes, pools, pending, result) if result.pools else {}
+    return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started, adds)
 
 
 def plan_json(planned: Planned) -> dict:

@@ -98,7 +98,8 @@ def describe(pool: Pool) -> str:
     return f"{pool.name} ({node_shape(pool)})"
 
 
-def _signature(pod) -> str:
+def signature(pod) -> str:
+    """The pod's selector, required affinity and tolerations as one key (pods equal in it go to the same nodes)."""
     return json.dumps([pod.node_selector, pod.node_affinity, pod.tolerations], sort_keys=True, default=str)
 
 
@@ -134,7 +135,7 @@ class _Planner:
 
     # -- where a pod may go --------------------------------------------------------
     def allowed(self, pod) -> tuple[np.ndarray, np.ndarray]:
-        key = _signature(pod)
+        key = signature(pod)
         found = self._allowed.get(key)
         if found is None:
             args = (pod.node_selector, pod.node_affinity, pod.tolerations)
@@ -188,7 +189,7 @@ class _Planner:
         rows, pools_allowed = self.allowed(pod)
         nominated = self.existing.index.get(pod.nominated_node, -1) if pod.nominated_node else -1
         found = self.best_existing(np.array([nominated]), request) if nominated in rows else None
-        key = (request.placement_key, _signature(pod))
+        key = (request.placement_key, signature(pod))
         if found is None and key not in self._no_room_now:
             found = self.best_existing(rows, request)
             if found is None:
@@ -242,16 +243,20 @@ class _Planner:
         return pool_plan.nodes_needed if pool_plan is not None else 0
 
 
+def placement_order(pods: list) -> list:
+    """``(index, pod)`` of the pods with a valid request, largest first (then in the order given)."""
+    valid = [(i, p) for i, p in enumerate(pods) if isinstance(p.request, GPURequest)]
+    return sorted(valid, key=lambda item: tuple(-v for v in _size(item[1].request)) + (item[0],))
+
+
 def plan(state: ClusterState, nodes, pools: dict, pods, strategy=None) -> Plan:
     """Place ``pods`` on existing room, then on new pool nodes (see module doc)."""
     pods = list(pods)
     if not pods:
         return Plan(pending=0, fits_now=[], pools={}, unplaceable=[])
     planner = _Planner(state, nodes, pools, strategy or Ack())
-    valid = [(i, p) for i, p in enumerate(pods) if isinstance(p.request, GPURequest)]
-    valid.sort(key=lambda item: tuple(-v for v in _size(item[1].request)) + (item[0],))
     fits_now, unplaceable = [], {}
-    for i, pod in valid:
+    for i, pod in placement_order(pods):
         outcome = planner.place(pod, pod.request)
         if isinstance(outcome, str):
             unplaceable[i] = outcome

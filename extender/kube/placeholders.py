@@ -12,8 +12,10 @@ Contract of :class:`Placeholders`:
 
 * every ``interval`` seconds, once the cluster view is synced, it makes a
   fresh plan (:mod:`extender.planning`) and, for each pool that needs K new
-  nodes, keeps ``min(K, bound)`` placeholders, ``bound`` being the pool's max
-  size minus its nodes when known, else ``per_pool``;
+  nodes of which cluster-autoscaler adds A by itself (for the pods it sees
+  unschedulable by node totals, :mod:`policy.totals`), keeps
+  ``min(K − A, bound)`` placeholders, ``bound`` being the pool's max size
+  minus its nodes when known, else ``per_pool``;
 * a placeholder (:func:`placeholder_pod`): the pause image; a PriorityClass
   below every real workload (and not below cluster-autoscaler's
   expendable-pods cutoff, or it would not scale up for it), so that any real
@@ -168,7 +170,7 @@ class Placeholders:
         for name, pool_plan in planned.plan.pools.items():
             pool = pool_plan.pool
             bound = pool.room if pool.room is not None else self.settings.per_pool
-            wanted[name] = (min(pool_plan.nodes_needed, bound), pool)
+            wanted[name] = (min(planned.beyond_autoscaler(name), bound), pool)
         return wanted
 
     def reconcile(self) -> bool:

@@ -27,9 +27,9 @@ def pool_node(name, pool="np-a10"):
     return n
 
 
-def full_pod(name, node_name, gpu):
-    p = pod(name, mem=15, node_name=node_name)
-    p["metadata"]["annotations"] = {"scheduler.framework.gpushare.allocation": f'{{"0":{{"{gpu}":15}}}}'}
+def full_pod(name, node_name, gpu, gib):
+    p = pod(name, mem=gib, node_name=node_name)
+    p["metadata"]["annotations"] = {"scheduler.framework.gpushare.allocation": f'{{"0":{{"{gpu}":{gib}}}}}'}
     return p
 
 
@@ -56,11 +56,13 @@ def extender_on(kube):
         cluster.stop()
 
 
-def full_pool(kube, nodes=4):
+def full_pool(kube, nodes=4, used=10):
+    """``nodes`` nodes of 4 x 15 GiB, ``used`` GiB taken on every GPU: with 10, no GPU has room for 6 GiB
+    though every node has 20 GiB free in all (what cluster-autoscaler sees)."""
     for i in range(nodes):
         kube.create("nodes", pool_node(f"n{i}"))
         for g in range(4):
-            kube.create("pods", full_pod(f"busy-{i}-{g}", f"n{i}", g))
+            kube.create("pods", full_pod(f"busy-{i}-{g}", f"n{i}", g, used))
 
 
 def placeholders(kube):
@@ -102,6 +104,19 @@ def test_placeholders_follow_the_plan(kube, extender_on):
     wait_until(lambda: plan_json(extender.plan())["pending"] == 0, what="the deletions")
     loop.reconcile()
     assert placeholders(kube) == [] and loop.stats.kept == {}
+
+
+def test_placeholders_ask_only_for_the_nodes_cluster_autoscaler_would_not_add_itself(kube, extender_on):
+    full_pool(kube, used=15)  # no GPU memory left even by node totals: it sees the pending pods unschedulable
+    for i in range(10):
+        kube.create("pods", pending(f"job-{i}"))
+    extender = extender_on(scale_up_placeholders=True, placeholder_interval=3600)
+    planned = extender.plan()
+    # 60 GiB of pods fit one 60 GiB node by totals: it adds one node itself; two are needed (2 pods per GPU)
+    assert plan_json(planned)["pools"]["np-a10"]["nodesNeeded"] == 2
+    assert planned.autoscaler_adds == {"np-a10": 1} and planned.beyond_autoscaler("np-a10") == 1
+    extender.placeholders.reconcile()
+    assert len(placeholders(kube)) == 1
 
 
 def test_a_bound_placeholder_has_done_its_work(kube, extender_on):
