@@ -16,8 +16,9 @@ new nodes it adds *by itself* for the pods the plan sends to new nodes:
       nodes(pool) = bins of FFD({(GiB, compute) of its pods}, (GPUs × GiB, GPUs × compute))
 
   an estimate of its binpacking estimator, which also weighs CPU and memory
-  (only ever more nodes): subtracting it from the plan's count never leaves a
-  pool short.
+  and packs in an order of its own: it may add more nodes than this (extra
+  nodes, empty, are scaled down later) or, rarely, fewer (the pods still
+  pending when its nodes joined are planned again).
 """
 
 from __future__ import annotations
