@@ -13,7 +13,8 @@ Event creation, and Status bodies for errors.
 Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
 open watch in the middle of an event, :meth:`FakeKube.compact` forgets the
 event history (the next watch gets 410 Gone), ``fail_bindings`` answers the
-next bindings with an error status after nothing was written, and the server
+next bindings with an error status after nothing was written, ``fail_events``
+the next Event creations likewise, and the server
 can be started late on a port fixed in advance (API unreachable at start).
 """
 
@@ -80,6 +81,7 @@ class FakeKube:
         self.fail_reads: list[int] = []  # statuses for the next single-pod reads, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.events: list[dict] = []  # Events created through the API
+        self.fail_events: list[int] = []  # statuses for the next Event creations, in order
         self.watches_open = 0
         self.list_pages = 0  # list requests answered (one per page)
         self._server = None
@@ -349,6 +351,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(200, self.kube.api_patch(pod["ns"], pod["name"], content_type, self._body()))
             if method == "POST" and _EVENTS.match(url.path):
                 event = self._body()
+                if self.kube.fail_events:
+                    code = self.kube.fail_events.pop(0)
+                    raise ApiError(code, "InternalError", "event creation failed (injected)")
                 self.kube.events.append(event)
                 return self._reply(201, event)
             if pod and method == "POST" and pod["binding"]:
