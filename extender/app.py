@@ -4,7 +4,7 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize, bind      the kube-scheduler extender verbs
     GET  inspect                       every node and GPU, used/total, pods
-    GET  metrics                       counters and gauges, Prometheus text format
+    GET  metrics                       Prometheus metrics (extender.metrics)
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
@@ -19,11 +19,12 @@ import time
 from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from extender import metrics, wire
+from extender import wire
 from extender.cluster import make_cluster
 from extender.config import Config
 from extender.ledger import Ledger
 from extender.logs import fields, get_logger
+from extender.metrics import VERBS, Metrics
 from extender.service import Extender
 from policy.scoring import make_strategy
 from policy.state import ClusterState
@@ -33,6 +34,9 @@ JSON = "application/json"
 
 def _json(value, status: int = 200) -> Response:
     return Response(wire.encode(value), status=status, mimetype=JSON)
+
+
+_VERB_OF = {f"cgpu.{verb}{suffix}": verb for verb in VERBS for suffix in ("", "_")}  # endpoint → verb
 
 
 def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender:
@@ -56,6 +60,7 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     extender = extender or build_extender(config, cluster)
     app = Flask("cgpu_extender")
     app.extensions["cgpu"] = extender
+    metrics = app.extensions["cgpu_metrics"] = Metrics(extender)
     log = get_logger()
     routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
 
@@ -77,7 +82,8 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.get("/metrics")
     def metrics_():
-        return Response(metrics.render(extender), mimetype=None, content_type=metrics.CONTENT_TYPE)
+        body, content_type = metrics.render(request.headers.get("Accept"))
+        return Response(body, mimetype=None, content_type=content_type)
 
     @routes.get("/healthz")
     def healthz():
@@ -96,10 +102,14 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @app.after_request
     def server_timing(response: Response) -> Response:
-        """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply."""
+        """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply; and its histogram."""
         started = g.get("started")
         if started is not None:
-            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
+            seconds = time.perf_counter() - started
+            response.headers["Server-Timing"] = f"app;dur={seconds * 1000:.3f}"
+            verb = _VERB_OF.get(request.endpoint)
+            if verb is not None:
+                metrics.observe(verb, seconds)
         return response
 
     @app.errorhandler(HTTPException)

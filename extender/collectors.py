@@ -1,0 +1,177 @@
+"""What the extender holds, as Prometheus metric families read at scrape time.
+
+:class:`ExtenderCollector` reads the ledger, the service's outcome counters,
+the learned mix's stranded share and the cluster backend's watch and event
+counts when Prometheus scrapes, so a pod's or a node's series are there
+exactly while the pod holds a share or the node is known. Units are
+Prometheus base units: bytes, ratios of one GPU (compute), GPUs as a count.
+The families and their cardinality are listed in the README ("Metrics").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from extender.pools import pool_of
+from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES
+
+GIB = 2 ** 30
+GPU_LABELS = ("node", "gpu")
+POD_LABELS = ("namespace", "pod", "container", "node", "gpu")
+WATCH_COUNTERS = (("lists", "full lists"), ("watches", "watch requests"), ("events", "watch events"),
+                  ("gone", "410 Gone answers (resourceVersion expired; listed again)"),
+                  ("errors", "failed lists or watches (retried with backoff)"),
+                  ("handler_errors", "objects the ledger could not apply (skipped, logged)"))
+
+
+def _gauge(name: str, help_text: str, value, labels=None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=value, labels=labels)
+
+
+class ExtenderCollector:
+    """A custom collector over one :class:`~extender.service.Extender` (see module doc)."""
+
+    def __init__(self, extender):
+        self.extender = extender
+
+    def describe(self):
+        return []  # families vary with the cluster; nothing to check at registration
+
+    def collect(self):
+        extender = self.extender
+        ledger = extender.ledger
+        yield _gauge("cgpu_ready", "1 once the cluster view is complete (readyz), else 0", int(extender.ready()))
+        yield from self._cluster(ledger)
+        yield from self._gpus(ledger)
+        yield from self._pods(ledger)
+        yield from self._outcomes(extender.outcomes, ledger.counters)
+        yield from self._stranded(extender.stranded)
+        yield from self._backend(extender.cluster)
+
+    @staticmethod
+    def _cluster(ledger):
+        summary = ledger.summary()
+        yield _gauge("cgpu_allocations", "pods holding a GPU share", summary["allocations"])
+        yield _gauge("cgpu_unaccounted_pods", "bound pods requesting shared GPU without an allocation annotation",
+                     summary["unaccountedPods"])
+        yield _gauge("cgpu_memory_allocated_bytes", "GPU memory allocated, all sharing nodes",
+                     summary["memory"]["used"] * GIB)
+        yield _gauge("cgpu_memory_capacity_bytes", "GPU memory of all sharing nodes", summary["memory"]["total"] * GIB)
+        yield _gauge("cgpu_compute_allocated_gpus", "GPU compute allocated on core_mem nodes, in GPUs (100 % = 1)",
+                     summary["core"]["used"] / 100)
+        yield _gauge("cgpu_compute_capacity_gpus", "GPU compute of core_mem nodes, in GPUs",
+                     summary["core"]["total"] / 100)
+
+    @staticmethod
+    def _gpus(ledger):
+        names, view = ledger.state.view_all()
+        specs = ledger.state.specs
+        info = GaugeMetricFamily("cgpu_node_info", "a known node: its GPU sharing mode, placement and node pool",
+                                 labels=("node", "mode", "placement", "pool"))
+        labels_of = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in ledger.node_objects()}
+        for name in names:
+            spec = specs.get(name)
+            if spec is not None:
+                info.add_metric((name, MODE_NAMES[spec.mode], PLACEMENT_NAMES[spec.placement],
+                                 pool_of(labels_of.get(name, {}))), 1)
+        yield info
+        slots = np.arange(view.healthy.shape[1])
+        shown = (slots < view.gpu_count[:, None]) & ((view.mode != MODE_NONE)[:, None] | (view.mem_used > 0))
+        rows, gpus = np.nonzero(shown)
+        labels = [(names[i], str(g)) for i, g in zip(rows.tolist(), gpus.tolist())]
+        every, core = np.arange(len(rows)), np.flatnonzero(view.mode[rows] == MODE_CORE)
+
+        def at(array):
+            return array[rows, gpus].astype(np.int64)
+
+        for name, help_text, values, which in (
+            ("cgpu_gpu_memory_allocated_bytes", "GPU memory allocated on the GPU", at(view.mem_used) * GIB, every),
+            ("cgpu_gpu_memory_capacity_bytes", "GPU memory of the GPU", at(view.mem_total) * GIB, every),
+            ("cgpu_gpu_compute_allocated_ratio", "share of the GPU's compute allocated (core_mem nodes)",
+             at(view.core_used) / 100, core),
+            ("cgpu_gpu_compute_capacity_ratio", "the GPU's compute (1 on core_mem nodes)", at(view.core_total) / 100,
+             core),
+            ("cgpu_gpu_pods", "pods holding a share of the GPU", at(view.pods), every),
+            ("cgpu_gpu_healthy", "1 if the GPU takes new pods' shares, 0 if reported unhealthy", at(view.healthy),
+             every),
+        ):
+            family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
+            for k, value in zip(which.tolist(), values[which].tolist()):
+                family.add_metric(labels[k], value)
+            yield family
+
+    @staticmethod
+    def _pods(ledger):
+        memory = GaugeMetricFamily("cgpu_pod_gpu_memory_allocated_bytes",
+                                   "GPU memory the pod's container holds on the GPU (the HPA's denominator)",
+                                   labels=POD_LABELS)
+        compute = GaugeMetricFamily("cgpu_pod_gpu_compute_allocated_ratio",
+                                    "share of the GPU's compute the pod's container holds (core_mem pods)",
+                                    labels=POD_LABELS)
+        for allocation in ledger.allocations():
+            pod = allocation.pod
+            for container, gpu, gib, core in allocation.shares:
+                labels = (pod.namespace, pod.name, allocation.container_name(container), allocation.node, str(gpu))
+                memory.add_metric(labels, gib * GIB)
+                if allocation.wants_core:
+                    compute.add_metric(labels, core / 100)
+        yield memory
+        yield compute
+
+    @staticmethod
+    def _outcomes(outcomes, counters):
+        rejections = CounterMetricFamily("cgpu_filter_rejections", "nodes filter refused, by reason code",
+                                         labels=("reason",))
+        for reason, count in outcomes.rejections().items():
+            rejections.add_metric((reason,), count)
+        yield rejections
+        binds = CounterMetricFamily("cgpu_binds", "bind calls, by result", labels=("result",))
+        for result, count in outcomes.binds().items():
+            binds.add_metric((result,), count)
+        yield binds
+        for name, help_text, value in (
+            ("cgpu_allocations_reserved", "allocations recorded by bind", counters.reserved),
+            ("cgpu_allocations_released", "allocations released (deleted, finished, failed bind)", counters.released),
+            ("cgpu_allocations_recovered", "allocations rebuilt from pod annotations", counters.recovered),
+            ("cgpu_unaccounted_pods_seen", "bound shared-GPU pods first seen without annotations",
+             counters.unaccounted_seen),
+        ):
+            yield CounterMetricFamily(name, help_text, value=value)
+
+    @staticmethod
+    def _stranded(meter):
+        yield _gauge("cgpu_learned_shapes", "distinct pod shapes in the workload mix learned from filter",
+                     len(meter.mix))
+        measured = meter.current()
+        if measured is None:
+            return
+        yield _gauge("cgpu_stranded_gpus", "GPU share the next pod of the learned mix cannot use (FGD's "
+                     "fragmentation, summed over nodes), in GPUs", float(measured.per_node.sum()))
+        yield _gauge("cgpu_unallocated_gpus", "unallocated share of healthy GPUs on sharing nodes, in GPUs",
+                     float(measured.idle.sum()))
+
+    @staticmethod
+    def _backend(cluster):
+        status = getattr(cluster, "status", None)
+        if status is not None:
+            watched = sorted(status().items())
+            synced = GaugeMetricFamily("cgpu_watch_synced", "1 once the resource's first list completed",
+                                       labels=("resource",))
+            for resource, stats in watched:
+                synced.add_metric((resource,), int(stats["synced"]))
+            yield synced
+            for stat, help_text in WATCH_COUNTERS:
+                family = CounterMetricFamily(f"cgpu_watch_{stat}", f"{help_text}, per watched resource",
+                                             labels=("resource",))
+                for resource, stats in watched:
+                    family.add_metric((resource,), stats[stat])
+                yield family
+        events = getattr(cluster, "event_counts", None)
+        if events is not None:
+            family = CounterMetricFamily("cgpu_events", "Kubernetes Events the extender recorded, by reason and "
+                                         "result (sent, failed, dropped when its queue was full)",
+                                         labels=("reason", "result"))
+            for (reason, result), count in sorted(events().items()):
+                family.add_metric((reason, result), count)
+            yield family
