@@ -5,6 +5,7 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
     POST filter, prioritize, bind      the kube-scheduler extender verbs
     GET  inspect                       every node and GPU, used/total, pods
     GET  metrics                       Prometheus metrics (extender.metrics)
+    GET  ui                            the GPU map: one HTML page that refreshes from inspect
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
@@ -15,6 +16,7 @@ with status 500 and a one-line ``Error``; nothing else is non-200.
 from __future__ import annotations
 
 import time
+from importlib import resources
 
 from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
@@ -30,6 +32,7 @@ from policy.scoring import make_strategy
 from policy.state import ClusterState
 
 JSON = "application/json"
+GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
 
 
 def _json(value, status: int = 200) -> Response:
@@ -61,6 +64,7 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     app = Flask("cgpu_extender")
     app.extensions["cgpu"] = extender
     metrics = app.extensions["cgpu_metrics"] = Metrics(extender)
+    gpu_map = GPU_MAP.read_bytes()
     log = get_logger()
     routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
 
@@ -84,6 +88,10 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     def metrics_():
         body, content_type = metrics.render(request.headers.get("Accept"))
         return Response(body, mimetype=None, content_type=content_type)
+
+    @routes.get("/ui")
+    def ui():
+        return Response(gpu_map, mimetype="text/html")
 
     @routes.get("/healthz")
     def healthz():

@@ -8,17 +8,14 @@ commands and flags must exist.
 import json
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from demo_server import serving_demo
 from extender.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,31 +37,10 @@ def section(title: str) -> str:
 CURL = blocks(section("Try it with curl"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def demo():
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "extender", "serve", "--demo", "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = DEMO_URL.replace("32766", str(port))
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("cgpu-extender serve --demo did not start")
-            time.sleep(0.1)
-    yield url
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=15)
+    with serving_demo() as url:
+        yield url
 
 
 def json_values(text: str) -> list:
