@@ -147,3 +147,16 @@ def test_the_static_pod_edit_for_variant_a_is_a_valid_pod_that_mounts_the_config
     kubernetes_validate.validate(pod, "1.28", strict=True)
     config_file = yaml.safe_load((ROOT / "manifests" / "deployment" / "scheduler-config.yaml").read_text())
     assert config_file["clientConnection"]["kubeconfig"] in deploying
+
+
+@pytest.mark.skipif(not shutil.which("curl") or not shutil.which("bash"), reason="needs bash and curl")
+def test_the_metrics_after_the_walk_through_are_what_the_readme_shows(demo):
+    filter_sh, _, rest_sh = [body for lang, body in CURL if lang in ("sh", "json")][:3]
+    (metrics_sh, shown), = [(body, blocks(section("Watching it"))[i + 1][1])
+                            for i, (lang, body) in enumerate(blocks(section("Watching it")))
+                            if lang == "sh" and "/metrics" in body]
+    script = (filter_sh + "\n" + rest_sh + "\n").replace(DEMO_URL, demo)
+    script = script.replace("\ncurl", "\ncurl -o /dev/null") + metrics_sh
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == shown.strip().splitlines()
