@@ -5,7 +5,7 @@ the learned mix's stranded share and the cluster backend's watch and event
 counts when Prometheus scrapes, so a pod's or a node's series are there
 exactly while the pod holds a share or the node is known. Units are
 Prometheus base units: bytes, ratios of one GPU (compute), GPUs as a count.
-The families and their cardinality are listed in the README ("Metrics").
+The families and their cardinality are listed in the README ("Watching it").
 """
 
 from __future__ import annotations
