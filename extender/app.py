@@ -5,7 +5,8 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
     POST filter, prioritize, bind      the kube-scheduler extender verbs
     GET  inspect                       every node and GPU, used/total, pods
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
-    GET  metrics                       counters and gauges, Prometheus text format
+    GET  metrics                       Prometheus metrics (extender.metrics)
+    GET  ui                            the GPU map: one HTML page that refreshes from inspect
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
@@ -17,15 +18,17 @@ and ``plan`` before the first sync (503).
 from __future__ import annotations
 
 import time
+from importlib import resources
 
 from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from extender import metrics, wire
+from extender import wire
 from extender.cluster import make_cluster
 from extender.config import Config
 from extender.ledger import Ledger
 from extender.logs import fields, get_logger
+from extender.metrics import VERBS, Metrics
 from extender.planning import PlanSettings, plan_json
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
@@ -33,10 +36,14 @@ from policy.scoring import make_strategy
 from policy.state import ClusterState
 
 JSON = "application/json"
+GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
 
 
 def _json(value, status: int = 200) -> Response:
     return Response(wire.encode(value), status=status, mimetype=JSON)
+
+
+_VERB_OF = {f"cgpu.{verb}{suffix}": verb for verb in VERBS for suffix in ("", "_")}  # endpoint → verb
 
 
 def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender:
@@ -87,6 +94,8 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     extender = extender or build_extender(config, cluster)
     app = Flask("cgpu_extender")
     app.extensions["cgpu"] = extender
+    metrics = app.extensions["cgpu_metrics"] = Metrics(extender)
+    gpu_map = GPU_MAP.read_bytes()
     log = get_logger()
     routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
 
@@ -114,7 +123,12 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.get("/metrics")
     def metrics_():
-        return Response(metrics.render(extender), mimetype=None, content_type=metrics.CONTENT_TYPE)
+        body, content_type = metrics.render(request.headers.get("Accept"))
+        return Response(body, mimetype=None, content_type=content_type)
+
+    @routes.get("/ui")
+    def ui():
+        return Response(gpu_map, mimetype="text/html")
 
     @routes.get("/healthz")
     def healthz():
@@ -133,10 +147,14 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @app.after_request
     def server_timing(response: Response) -> Response:
-        """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply."""
+        """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply; and its histogram."""
         started = g.get("started")
         if started is not None:
-            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
+            seconds = time.perf_counter() - started
+            response.headers["Server-Timing"] = f"app;dur={seconds * 1000:.3f}"
+            verb = _VERB_OF.get(request.endpoint)
+            if verb is not None:
+                metrics.observe(verb, seconds)
         return response
 
     @app.errorhandler(HTTPException)

@@ -37,6 +37,7 @@ from policy.allocation import per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
+from policy.pools import pool_name
 from policy.reasons import MESSAGES
 from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
@@ -77,10 +78,11 @@ class Allocation:
     """
 
     __slots__ = ("pod", "node", "shares", "wants_core", "gpu_memory", "assume_ns", "source", "assigned",
-                 "confirmed", "committed")
+                 "confirmed", "committed", "containers")
 
     def __init__(self, pod: PodRef, node: str, memory: dict, core: dict, wants_core: bool, gpu_memory: int,
-                 assume_ns: int, source: str, assigned: bool = False, confirmed: bool = False):
+                 assume_ns: int, source: str, assigned: bool = False, confirmed: bool = False,
+                 containers: tuple = ()):
         cells = sorted({(c, g) for c, gpus in memory.items() for g in gpus} |
                        {(c, g) for c, gpus in core.items() for g in gpus})
         self.pod = pod
@@ -93,6 +95,11 @@ class Allocation:
         self.assigned = assigned  # the device plugin has taken it
         self.confirmed = confirmed  # the cluster has shown the pod bound to ``node``
         self.committed = False  # the cluster accepted our binding to ``node``
+        self.containers = containers  # ((container index, name), ...), one tuple shared by a workload's pods
+
+    def container_name(self, index: int) -> str:
+        """The name of the pod's container at ``index`` (its index as text when not known)."""
+        return next((name for i, name in self.containers if i == index), str(index))
 
     @property
     def memory(self) -> dict:
@@ -180,6 +187,7 @@ class Ledger:
         self._host_by_node: dict[str, dict[str, HostUse]] = defaultdict(dict)
         self._host_lock = threading.Lock()
         self._nodes: dict[str, dict] = {}
+        self._names: dict[tuple, tuple] = {}  # container-name tuples, shared (see _container_names)
         self._unhealthy: dict[str, frozenset] = {}
         self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._locks_guard = threading.Lock()
@@ -306,7 +314,8 @@ class Ledger:
             memory, core = split(request, result.gpus[0])
             spec = self.state.specs[node]
             allocation = Allocation(pod, node, memory, core, request.wants_core, spec.memory_per_gpu, assume_ns,
-                                    "bind")
+                                    "bind", containers=self._container_names(
+                                        (c.index, c.name) for c in request.containers))
             self._record(allocation)
             self.pending.forget(pod.uid)
             self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
@@ -334,6 +343,13 @@ class Ledger:
             self._allocations[allocation.pod.uid] = allocation
             self._by_node[allocation.node][allocation.pod.uid] = allocation
             self._apply(allocation, +1)
+
+    def _container_names(self, pairs) -> tuple:
+        """``((index, name), ...)`` as one shared tuple per distinct value (replicas repeat it)."""
+        names = tuple((int(i), sys.intern(name)) for i, name in pairs)
+        if len(self._names) >= 10000:  # only sharing is lost: allocations keep their own tuples
+            self._names.clear()
+        return self._names.setdefault(names, names)
 
     def _count_host(self, uid: str, use: HostUse | None) -> None:
         """Make ``use`` the pod's counted CPU and host memory (None: count nothing)."""
@@ -451,13 +467,18 @@ class Ledger:
             wants_core = request.wants_core
         else:
             wants_core = any(v for per in recovered.core.values() for v in per.values())
+        listed = spec.get("containers") if isinstance(spec, dict) else None
+        used = set(recovered.memory) | set(recovered.core)
+        names = self._container_names((i, c["name"]) for i, c in enumerate(listed if isinstance(listed, list) else ())
+                                      if i in used and isinstance(c, dict) and isinstance(c.get("name"), str))
         with self.node_lock(node):
             if ref.uid in self._allocations:
                 return
             spec = self.state.specs.get(node)
             gpu_memory = recovered.gpu_memory or (spec.memory_per_gpu if spec else 0)
             self._record(Allocation(ref, node, recovered.memory, recovered.core, wants_core, gpu_memory,
-                                    recovered.assume_ns, recovered.source, recovered.assigned, confirmed=True))
+                                    recovered.assume_ns, recovered.source, recovered.assigned, confirmed=True,
+                                    containers=names))
             self.counters.recovered += 1
 
     def confirm(self, uid: str, node: str) -> bool:
@@ -529,6 +550,7 @@ class Ledger:
                 "name": name,
                 "address": _internal_ip(self._nodes.get(name)),
                 "schedule": spec.schedule_label,
+                "pool": pool_name(((self._nodes.get(name) or {}).get("metadata") or {}).get("labels") or {}),
                 "sharing": MODE_NAMES[spec.mode],
                 "placement": PLACEMENT_NAMES[spec.placement],
                 "maxPodsPerGPU": None if spec.max_pod == UNLIMITED_PODS else spec.max_pod,

@@ -30,12 +30,15 @@ from extender import wire
 from extender.cluster import ClusterError
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.nodelists import NodeLists
+from extender.outcomes import Outcomes
 from extender.planning import PlanCache, Planned, PlanSettings, plan_of
 from extender.replies import ReplyWriter
+from extender.stranded import StrandedMeter, annotate
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request,
                             request_fields)
+from policy.shapes import ShapeMix
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
 
@@ -110,6 +113,13 @@ class Extender:
         self.replies = ReplyWriter(self.lists)
         self._pod_locks = [threading.Lock() for _ in range(64)]
         self.log = get_logger()
+        self.outcomes = Outcomes()
+        # the workload's shape mix, learned from the pods filter sees: the strategy's own if it learns one
+        self.mix = getattr(ledger.strategy, "mix", None)
+        self._own_mix = not isinstance(self.mix, ShapeMix)
+        if self._own_mix:
+            self.mix = ShapeMix()
+        self.stranded = StrandedMeter(ledger.state, self.mix)
 
     def ready(self) -> bool:
         return self.cluster.ready()
@@ -145,6 +155,8 @@ class Extender:
             observe = getattr(self.ledger.strategy, "observe", None)
             if observe is not None:
                 observe(scored)
+            if self._own_mix:
+                self.mix.observe(scored)
 
     def _scored(self, pod: dict, request):
         """What filter and prioritize place: the pod's GPU request, or with
@@ -176,12 +188,14 @@ class Extender:
         self._remember(args.pod, parsed, request)
         if isinstance(parsed, InvalidRequest):
             self.log.info("filter: invalid request", extra=fields(pod=str(PodRef.of(args.pod)), error=str(parsed)))
+            self.outcomes.refused_invalid(len(args.names))
             return wire.encode(wire.filter_reply([], [] if args.nodes is not None else None, {},
                                                  dict.fromkeys(args.names, str(parsed))))
         if request is None or request.gpu_count == 0:
             codes, key = np.zeros(len(rows), dtype=np.int8), None
         else:
             codes, key = self.ledger.check_rows(request, rows), request.fit_key
+        self.outcomes.filtered(codes)
         passed = codes == FITS
         if np.count_nonzero(passed) > 1:  # kube-scheduler asks prioritize about exactly these nodes
             self.lists.remember(np.compress(passed, rows), layout)
@@ -208,46 +222,50 @@ class Extender:
             args = wire.parse_binding_args(body)
         except wire.WireError as exc:
             self.log.warning("bind: bad request", extra=fields(error=str(exc)))
+            self.outcomes.bound("invalid")
             return wire.encode(wire.bind_reply(str(exc)))
         ref = PodRef(args.uid, args.namespace, args.name)
-        error = self._bind(args, ref)
+        result, error = self._bind(args, ref)
+        self.outcomes.bound(result)
         if error:
             self.log.info("bind refused", extra=fields(pod=str(ref), uid=ref.uid, node=args.node, error=error))
         return wire.encode(wire.bind_reply(error))
 
-    def _bind(self, args: wire.BindingArgs, ref: PodRef) -> str:
+    def _bind(self, args: wire.BindingArgs, ref: PodRef) -> tuple[str, str]:
+        """``(result, error)``: one of :data:`extender.outcomes.BIND_RESULTS` and the reply's ``Error``."""
         if not self.ready():
-            return NOT_SYNCED
+            return "not_ready", NOT_SYNCED
         # One bind per pod at a time: kube-scheduler may retry a pod whose earlier
         # bind is still running, and the annotations are written before the Binding.
         with self._pod_locks[hash(ref.uid) % len(self._pod_locks)]:
             return self._bind_locked(args, ref)
 
-    def _bind_locked(self, args: wire.BindingArgs, ref: PodRef) -> str:
+    def _bind_locked(self, args: wire.BindingArgs, ref: PodRef) -> tuple[str, str]:
         existing = self.ledger.allocation(ref.uid)
         if existing is not None and existing.node != args.node:
-            error = self._replace_stale(existing, ref)
+            result, error = self._replace_stale(existing, ref)
             if error:
-                return error
+                return result, error
         seen = self.pods.get(args.uid)
         if seen is None:
             pod = self.cluster.get_pod(args.namespace, args.name, args.uid)
             if pod is None:
-                return (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod from a "
-                        "preceding filter call")
+                return "invalid", (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod "
+                                   "from a preceding filter call")
             seen = Seen(pod, self._parsed(pod))
         pod, request = seen.pod, seen.request
         meta = pod.get("metadata") or {}
         if (meta.get("name"), meta.get("namespace") or "default") != (ref.name, ref.namespace):
-            return f"pod uid {ref.uid} belongs to {meta.get('namespace') or 'default'}/{meta.get('name')}, not {ref}"
+            return "invalid", (f"pod uid {ref.uid} belongs to {meta.get('namespace') or 'default'}/"
+                               f"{meta.get('name')}, not {ref}")
         if isinstance(request, InvalidRequest):
-            return str(request)
+            return "invalid", str(request)
         allocation, created = None, False
         if request is not None:
             try:
                 allocation, created = self.ledger.reserve(ref, request, args.node, self.clock())
             except BindRejected as exc:
-                return str(exc)
+                return "refused", str(exc)
         try:
             self.cluster.bind(pod, args.node, allocation.annotations if allocation else {})
         except ClusterError as exc:
@@ -256,15 +274,15 @@ class Extender:
             elif exc.ambiguous:
                 self.log.warning("bind outcome unknown; the reservation is kept", extra=fields(
                     pod=str(ref), uid=ref.uid, node=args.node, error=str(exc)))
-            return f"binding pod {ref} to node {args.node} failed: {exc}"
+            return "failed", f"binding pod {ref} to node {args.node} failed: {exc}"
         if allocation is not None:
             allocation.committed = True
             if self.log.isEnabledFor(logging.INFO):
                 self.log.info("bound", extra=fields(pod=str(ref), uid=ref.uid, node=args.node,
                                                     gpus=sorted(allocation.memory_per_gpu)))
-        return ""
+        return "bound", ""
 
-    def _replace_stale(self, existing, ref: PodRef) -> str:
+    def _replace_stale(self, existing, ref: PodRef) -> tuple[str, str]:
         """A pod reserved on another node: refuse, unless that reservation never took effect.
 
         A reservation neither committed (our Binding succeeded) nor confirmed
@@ -273,18 +291,18 @@ class Extender:
         now; otherwise the pod keeps the node it has.
         """
         if existing.committed or existing.confirmed:
-            return f"pod {ref} is already bound to node {existing.node}"
+            return "refused", f"pod {ref} is already bound to node {existing.node}"
         try:
             holder = self.cluster.pod_node(ref.namespace, ref.name, ref.uid)
         except ClusterError as exc:
-            return f"cannot tell whether pod {ref} is already bound to node {existing.node}: {exc}"
+            return "failed", f"cannot tell whether pod {ref} is already bound to node {existing.node}: {exc}"
         if holder is not None:
             existing.committed = holder == existing.node
-            return f"pod {ref} is already bound to node {holder}"
+            return "refused", f"pod {ref} is already bound to node {holder}"
         self.ledger.release(ref.uid)
         self.log.info("released a reservation whose bind never took effect", extra=fields(
             pod=str(ref), uid=ref.uid, node=existing.node))
-        return ""
+        return "", ""
 
     # -- autoscaling plan ------------------------------------------------------
     def plan(self) -> Planned:
@@ -297,4 +315,5 @@ class Extender:
         report["ready"] = self.ready()
         report["cluster"] = getattr(self.cluster, "kind", "unknown")
         report["scoring"] = getattr(self.ledger.strategy, "name", "unknown")
+        annotate(report, self.stranded.current())
         return report

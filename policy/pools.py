@@ -75,6 +75,12 @@ def pool_of(labels: dict, keys=DEFAULT_POOL_LABELS) -> tuple[str, str] | None:
     return None
 
 
+def pool_name(labels: dict, keys=DEFAULT_POOL_LABELS) -> str:
+    """The node's pool by its labels (:func:`pool_of`), ``""`` when it is in none."""
+    found = pool_of(labels, keys)
+    return found[1] if found is not None else ""
+
+
 def _name(node: dict) -> str:
     return str((node.get("metadata") or {}).get("name") or "")
 

@@ -46,6 +46,15 @@ MESSAGES = {
     NO_SINGLE_GPU: "no GPU has enough free memory and compute together",
 }
 
+# Stable snake_case names of the codes, for metric labels (``reason="no_memory"``).
+NAMES = {
+    FITS: "fits", UNKNOWN_NODE: "unknown_node", NOT_SHARING: "not_sharing", NEEDS_CORE_NODE: "needs_core_node",
+    NEEDS_MEMORY_NODE: "needs_memory_node", TOO_FEW_GPUS: "too_few_gpus", MEMORY_TOO_BIG: "memory_too_big",
+    CORE_TOO_BIG: "core_too_big", WHOLE_SIZE_MISMATCH: "whole_size_mismatch", OTHER_MODE_PODS: "other_mode_pods",
+    NO_HEALTHY_GPU: "no_healthy_gpu", NO_FREE_GPU: "no_free_gpu", NO_MEMORY: "no_memory", NO_CORE: "no_core",
+    NO_POD_SLOT: "no_pod_slot", NO_SINGLE_GPU: "no_single_gpu",
+}
+
 UNRESOLVABLE = frozenset(
     {UNKNOWN_NODE, NOT_SHARING, NEEDS_CORE_NODE, NEEDS_MEMORY_NODE, TOO_FEW_GPUS, MEMORY_TOO_BIG,
      CORE_TOO_BIG, WHOLE_SIZE_MISMATCH}

@@ -14,8 +14,8 @@ equality label selectors, Event creation, and Status bodies for errors.
 Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
 open watch in the middle of an event, :meth:`FakeKube.compact` forgets the
 event history (the next watch gets 410 Gone), ``fail_bindings`` answers the
-next bindings with an error status after nothing was written (``fail_creates``
-the next pod creations), and the server
+next bindings with an error status after nothing was written, ``fail_events``
+the next Event creations and ``fail_creates`` the next pod creations likewise, and the server
 can be started late on a port fixed in advance (API unreachable at start).
 """
 
@@ -83,6 +83,7 @@ class FakeKube:
         self.fail_creates: list[int] = []  # statuses for the next pod creations, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.events: list[dict] = []  # Events created through the API
+        self.fail_events: list[int] = []  # statuses for the next Event creations, in order
         self.watches_open = 0
         self.list_pages = 0  # list requests answered (one per page)
         self._server = None
@@ -383,6 +384,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(200, self.kube.api_patch(pod["ns"], pod["name"], content_type, self._body()))
             if method == "POST" and _EVENTS.match(url.path):
                 event = self._body()
+                if self.kube.fail_events:
+                    code = self.kube.fail_events.pop(0)
+                    raise ApiError(code, "InternalError", "event creation failed (injected)")
                 self.kube.events.append(event)
                 return self._reply(201, event)
             if pod and method == "POST" and pod["binding"]:

@@ -8,17 +8,14 @@ commands and flags must exist.
 import json
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from demo_server import serving_demo
 from extender.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,31 +37,10 @@ def section(title: str) -> str:
 CURL = blocks(section("Try it with curl"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def demo():
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "extender", "serve", "--demo", "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = DEMO_URL.replace("32766", str(port))
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("cgpu-extender serve --demo did not start")
-            time.sleep(0.1)
-    yield url
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=15)
+    with serving_demo() as url:
+        yield url
 
 
 def json_values(text: str) -> list:
@@ -171,3 +147,16 @@ def test_the_static_pod_edit_for_variant_a_is_a_valid_pod_that_mounts_the_config
     kubernetes_validate.validate(pod, "1.28", strict=True)
     config_file = yaml.safe_load((ROOT / "manifests" / "deployment" / "scheduler-config.yaml").read_text())
     assert config_file["clientConnection"]["kubeconfig"] in deploying
+
+
+@pytest.mark.skipif(not shutil.which("curl") or not shutil.which("bash"), reason="needs bash and curl")
+def test_the_metrics_after_the_walk_through_are_what_the_readme_shows(demo):
+    filter_sh, _, rest_sh = [body for lang, body in CURL if lang in ("sh", "json")][:3]
+    (metrics_sh, shown), = [(body, blocks(section("Watching it"))[i + 1][1])
+                            for i, (lang, body) in enumerate(blocks(section("Watching it")))
+                            if lang == "sh" and "/metrics" in body]
+    script = (filter_sh + "\n" + rest_sh + "\n").replace(DEMO_URL, demo)
+    script = script.replace("\ncurl", "\ncurl -o /dev/null") + metrics_sh
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == shown.strip().splitlines()

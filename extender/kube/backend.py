@@ -13,8 +13,12 @@
   issued whose pod is not in the list is released (its pod is gone: a
   deletion the watch missed, or a bind whose pod vanished);
 * a pod that becomes *unaccounted* (bound, requests shared GPU, carries no
-  allocation) gets a Warning event ``UnaccountedGPUShare``, sent from a
-  thread of its own so the watch never waits on it;
+  allocation) gets a Warning event ``UnaccountedGPUShare``, and a pod this
+  extender binds with a GPU share a Normal event ``GPUShareAllocated`` naming
+  the node, GPU(s), memory and compute. Events are best effort: queued
+  (at most 1,000 waiting; more are dropped and counted) and sent from a
+  thread of their own, so neither the watch nor a bind ever waits on one or
+  fails with one;
 * ``bind`` patches the allocation annotations on the pod (only if it still
   has the UID the scheduler named), then creates the Binding (which also
   carries them). A Binding refused because the pod is already on that node
@@ -32,6 +36,7 @@ import os
 import queue
 import threading
 import time
+from collections import defaultdict
 
 import orjson
 
@@ -39,7 +44,10 @@ from extender import annotations as A
 from extender.cluster import ClusterError
 from extender.kube.reflector import Backoff, Reflector, api_status
 from extender.logs import fields, get_logger
+from policy.allocation import per_gpu
 from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
+
+ALLOCATED, UNACCOUNTED = "GPUShareAllocated", "UnaccountedGPUShare"  # the reasons of the events we record
 
 
 def _name(obj: dict) -> str:
@@ -85,9 +93,11 @@ class KubernetesCluster:
         self.page_size = page_size
         self.reflectors: list[Reflector] = []
         self._pods: Reflector | None = None
-        self._events: queue.Queue = queue.Queue(maxsize=1000)
+        self._events: queue.Queue = queue.Queue(maxsize=1000)  # (reason, pod metadata, node, annotations)
         self._events_thread: threading.Thread | None = None
         self._on_stop: list = []
+        self._event_counts: dict = defaultdict(int)  # (reason, "sent" | "failed" | "dropped") → events
+        self._event_counts_lock = threading.Lock()
         self.log = get_logger()
 
     @classmethod
@@ -132,19 +142,33 @@ class KubernetesCluster:
             self._events.put(None)
             self._events_thread.join(5)
 
-    # -- unaccounted pods: Warning events -----------------------------------------------
+    # -- events: Warning for unaccounted pods, Normal for a GPU share allocated at bind ---------------
     def _observe_pod(self, ledger, pod: dict) -> None:
         seen = ledger.counters.unaccounted_seen
         ledger.observe_pod(pod)
         if ledger.counters.unaccounted_seen > seen:
-            try:
-                self._events.put_nowait(pod)
-            except queue.Full:
-                pass  # the log line and the counter still tell
+            self._event(UNACCOUNTED, pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName"), None)
+
+    def _event(self, reason: str, meta: dict, node: str | None, annotations: dict | None) -> None:
+        """Queue an event for the events thread; never blocks (a full queue drops it: the log line and
+        the counters still tell)."""
+        try:
+            self._events.put_nowait((reason, meta, node, annotations))
+        except queue.Full:
+            self._count_event(reason, "dropped")
+
+    def _count_event(self, reason: str, result: str) -> None:
+        with self._event_counts_lock:
+            self._event_counts[(reason, result)] += 1
+
+    def event_counts(self) -> dict:
+        """``(reason, result) → events``, result ``sent``, ``failed`` or ``dropped``."""
+        with self._event_counts_lock:
+            return dict(self._event_counts)
 
     def _send_events(self) -> None:
-        while (pod := self._events.get()) is not None:
-            meta = pod.get("metadata") or {}
+        while (item := self._events.get()) is not None:
+            reason, meta, node, annotations = item
             namespace = meta.get("namespace") or "default"
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             event = {
@@ -152,18 +176,19 @@ class KubernetesCluster:
                 "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
                 "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
                                    "namespace": namespace, "uid": meta.get("uid")},
-                "type": "Warning", "reason": "UnaccountedGPUShare",
-                "message": (f"pod is bound to node {(pod.get('spec') or {}).get('nodeName')} and requests shared "
-                            "GPU but carries no GPU allocation annotation: its GPU use is not counted"),
+                "type": "Normal" if reason == ALLOCATED else "Warning", "reason": reason,
+                "message": _event_message(reason, node, annotations),
                 "source": {"component": "cgpu-extender"}, "reportingComponent": "cgpu-extender",
                 "reportingInstance": os.environ.get("HOSTNAME", "cgpu-extender"),
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1,
             }
             try:
                 self._call(self.api.create_namespaced_event, namespace, event)
+                self._count_event(reason, "sent")
             except ClusterError as exc:
-                self.log.warning("could not record an event", extra=fields(pod=f"{namespace}/{meta.get('name')}",
-                                                                           error=str(exc)))
+                self._count_event(reason, "failed")
+                self.log.warning("could not record an event", extra=fields(
+                    pod=f"{namespace}/{meta.get('name')}", reason=reason, error=str(exc)))
 
     def status(self) -> dict:
         """Per watched resource: synced, resourceVersion, list/watch/event/error counts."""
@@ -201,6 +226,8 @@ class KubernetesCluster:
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
             self._call(self.api.create_namespaced_pod_binding, name, namespace, binding)
+            if annotations:
+                self._event(ALLOCATED, meta, node, annotations)
             return
         except ClusterError as failure:
             try:
@@ -210,8 +237,10 @@ class KubernetesCluster:
                 raise failure from None
             if current is not None and _uid(current) == uid:
                 bound_to = (current.get("spec") or {}).get("nodeName")
-                if bound_to == node:
-                    return  # the Binding exists after all (a retry, or a reply lost after the write)
+                if bound_to == node:  # the Binding exists after all (a retry, or a reply lost after the write)
+                    if annotations:
+                        self._event(ALLOCATED, meta, node, annotations)
+                    return
                 if not bound_to and annotations:
                     self._undo_annotations(namespace, name, uid)
             raise failure
@@ -272,3 +301,14 @@ def _cluster_error(exc: Exception) -> ClusterError:
         error = ClusterError(f"Kubernetes API answered {code}: {message}")
     error.status = code
     return error
+
+
+def _event_message(reason: str, node: str | None, annotations: dict | None) -> str:
+    if reason == UNACCOUNTED:
+        return (f"pod is bound to node {node} and requests shared GPU but carries no GPU allocation annotation: "
+                "its GPU use is not counted")
+    recovered = A.read(annotations, None)
+    memory, core = (per_gpu(recovered.memory), per_gpu(recovered.core)) if recovered else ({}, {})
+    shares = ", ".join(f"GPU {gpu}: {gib} GiB" + (f" + {core[gpu]} % compute" if core.get(gpu) else "")
+                       for gpu, gib in sorted(memory.items()))
+    return f"allocated {shares} on node {node}"

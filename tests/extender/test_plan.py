@@ -170,9 +170,9 @@ def test_plan_before_the_first_sync_is_503():
 def test_metrics_count_pending_pods_by_outcome_and_nodes_per_pool(tmp_path):
     path = write(tmp_path, done_case() + [waiting("small", 2, pool="np-t4"), pool_node("t4-0", "np-t4")])
     text = create_app(Config(cluster_file=path)).test_client().get("/cgpu-scheduler/metrics").get_data(as_text=True)
-    for line in ('cgpu_pending_pods{outcome="fits_now"} 1', 'cgpu_pending_pods{outcome="new_node"} 10',
-                 'cgpu_pending_pods{outcome="unplaceable"} 1', 'cgpu_pool_nodes_needed{pool="np-a10"} 2',
-                 'cgpu_pool_nodes_needed{pool="np-t4"} 0'):
+    for line in ('cgpu_pending_pods{outcome="fits_now"} 1.0', 'cgpu_pending_pods{outcome="new_node"} 10.0',
+                 'cgpu_pending_pods{outcome="unplaceable"} 1.0', 'cgpu_pool_nodes_needed{pool="np-a10"} 2.0',
+                 'cgpu_pool_nodes_needed{pool="np-t4"} 0.0', 'cgpu_pool_nodes_autoscaler_adds{pool="np-a10"} 1.0'):
         assert line in text.splitlines(), line
     assert "cgpu_plan_cpu_seconds " in text and "cgpu_placeholders" not in text
 

@@ -121,6 +121,8 @@ def test_unaccounted_pods_are_reported_and_counted(kube, started):
 
 
 def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):
+    from prometheus_client.parser import text_string_to_metric_families
+
     from extender.app import create_app
     from extender.config import Config
 
@@ -132,13 +134,16 @@ def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):
     wait_until(lambda: extender.cluster.status()["nodes"]["errors"] >= 1, what="a failed watch")
     reply = create_app(Config(), extender=extender).test_client().get("/cgpu-scheduler/metrics")
     assert reply.status_code == 200 and reply.content_type.startswith("text/plain; version=0.0.4")
-    samples = dict(line.rsplit(" ", 1) for line in reply.get_data(as_text=True).splitlines()
-                   if not line.startswith("#"))
-    assert samples["cgpu_ready"] == "1" and samples["cgpu_binds_reserved_total"] == "1"
-    assert samples["cgpu_unaccounted_pods"] == "1" and samples["cgpu_unaccounted_pods_seen_total"] == "1"
-    assert samples["cgpu_gpu_memory_allocated_gib"] == "4" and samples["cgpu_gpu_memory_total_gib"] == "15"
-    assert int(samples['cgpu_watch_errors_total{resource="nodes"}']) >= 1
-    assert samples['cgpu_watch_lists_total{resource="pods"}'] == "1"
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(reply.get_data(as_text=True)) for s in family.samples}
+    assert samples[("cgpu_ready", ())] == 1 and samples[("cgpu_binds_total", (("result", "bound"),))] == 1
+    assert samples[("cgpu_allocations_reserved_total", ())] == 1
+    assert samples[("cgpu_unaccounted_pods", ())] == 1 and samples[("cgpu_unaccounted_pods_seen_total", ())] == 1
+    assert samples[("cgpu_memory_allocated_bytes", ())] == 4 * 2**30
+    assert samples[("cgpu_memory_capacity_bytes", ())] == 15 * 2**30
+    assert samples[("cgpu_watch_errors_total", (("resource", "nodes"),))] >= 1
+    assert samples[("cgpu_watch_lists_total", (("resource", "pods"),))] == 1
+    assert samples[("cgpu_watch_synced", (("resource", "configmaps"),))] == 1
 
 
 def test_concurrent_binds_through_the_api_never_over_allocate(kube, started):

@@ -1,0 +1,57 @@
+"""Events the Kubernetes backend records: a Normal event at bind, best effort (never fails or holds up a bind)."""
+
+import time
+
+from builders import node, pod
+from extender.kube.backend import ALLOCATED, UNACCOUNTED
+from fakekube import wait_until
+from kubesteps import bind, filter_, synced
+
+from conftest import connect
+
+
+def allocated_events(kube) -> list:
+    return [e for e in kube.events if e["reason"] == ALLOCATED]
+
+
+def test_bind_records_a_normal_event_naming_node_gpu_memory_and_compute(kube, started):
+    extender, (p,) = synced(started, kube, [node("gpu-a", "core_mem", gpus=2, gib=15)],
+                            [pod("cuda-sample", mem=2, core=30)])
+    assert filter_(extender, p, ["gpu-a"])["NodeNames"] == ["gpu-a"]
+    assert bind(extender, p, "gpu-a") == ""
+    (event,) = wait_until(lambda: allocated_events(kube), what="a GPUShareAllocated event")
+    assert event["type"] == "Normal" and event["source"]["component"] == "cgpu-extender"
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "name": "cuda-sample",
+                                       "namespace": "default", "uid": p["metadata"]["uid"]}
+    assert event["message"] == "allocated GPU 0: 2 GiB + 30 % compute on node gpu-a"
+    assert bind(extender, p, "gpu-a") == ""  # kube-scheduler retried: already there, nothing new to say
+    time.sleep(0.2)
+    assert len(allocated_events(kube)) == 1
+    assert extender.cluster.event_counts() == {(ALLOCATED, "sent"): 1}
+
+
+def test_a_multi_gpu_memory_only_pod_is_named_on_each_gpu(kube, started):
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=4, gib=15)],
+                            [pod("split", mem=8, labels={"aliyun.com/gpu-count": "2"})])
+    assert bind(extender, p, "gpu-a") == ""
+    (event,) = wait_until(lambda: allocated_events(kube), what="a GPUShareAllocated event")
+    assert event["message"] == "allocated GPU 0: 4 GiB, GPU 1: 4 GiB on node gpu-a"
+
+
+def test_event_failures_never_fail_a_bind(kube, started):
+    extender, pods = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)],
+                            [pod("p1", mem=4), pod("p2", mem=4)])
+    kube.fail_events = [500]
+    assert [bind(extender, p, "gpu-a") for p in pods] == ["", ""]
+    assert kube.get("pods", "p1")["spec"]["nodeName"] == kube.get("pods", "p2")["spec"]["nodeName"] == "gpu-a"
+    wait_until(lambda: extender.cluster.event_counts() == {(ALLOCATED, "failed"): 1, (ALLOCATED, "sent"): 1},
+               what="one event failed, one sent")
+
+
+def test_a_full_event_queue_drops_the_event_at_once_and_counts_it(kube):
+    cluster = connect(kube)  # not started: nothing drains the queue
+    meta = {"name": "p", "namespace": "default", "uid": "u"}
+    for _ in range(cluster._events.maxsize):
+        cluster._event(UNACCOUNTED, meta, "gpu-a", None)
+    cluster._event(ALLOCATED, meta, "gpu-a", {})  # returns at once (a blocking put would hang here)
+    assert cluster.event_counts() == {(ALLOCATED, "dropped"): 1}
