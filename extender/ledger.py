@@ -33,7 +33,7 @@ import numpy as np
 from extender import annotations as A
 from extender.logs import fields, get_logger
 from extender.pending import PendingPods
-from policy.allocation import per_gpu, split
+from policy.allocation import guess, per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
@@ -395,7 +395,9 @@ class Ledger:
         return list(self._nodes.values())
 
     def snapshot(self, without_namespace: str | None = None):
-        """A copy of the cluster state, as if the allocations of pods in ``without_namespace`` were not there.
+        """A copy of the cluster state, as if the allocations of pods in ``without_namespace`` were not
+        there, and with the GPU use of unaccounted pods counted where it most likely is
+        (:func:`policy.allocation.guess`): what the autoscaling plan places pods on.
 
         Taken under the state's lock, which every change of records and arrays
         holds, so the copy and the records it subtracts agree.
@@ -407,6 +409,16 @@ class Ledger:
                     if allocation.pod.namespace == without_namespace:
                         copy.add_usage(allocation.node, allocation.memory_per_gpu, allocation.core_per_gpu,
                                        allocation.wants_core, -1)
+        for item in list(self._unaccounted.values()):
+            row = copy.index.get(item.node, -1)
+            if row < 0 or item.pod.namespace == without_namespace:
+                continue
+            n = int(copy.array("gpu_count")[row])
+            usable = copy.array("healthy")[row, :n]
+            memory, core = guess(np.where(usable, copy.array("mem_free")[row, :n], 0),
+                                 np.where(usable, copy.array("core_free")[row, :n], 0),
+                                 copy.array("full")[row, :n], item.memory, item.core)
+            copy.add_usage(item.node, memory, core, item.core > 0)
         return copy
 
     def forget_node(self, name: str) -> None:

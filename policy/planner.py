@@ -211,7 +211,8 @@ class _Planner:
     def open(self, pod, request: GPURequest, pools_allowed: np.ndarray):
         """Open a new node of the best pool for the pod; the reason when there is none."""
         if not self.pools:
-            return "fits no node now, and no node pool is known that could grow (no node carries a pool label)"
+            return ("fits no node now, and no node pool is known that could grow (no node carries a pool label: "
+                    "see --pool-label)")
         if not pools_allowed.any():
             return "fits no node now, and no node pool admits it (nodeSelector, node affinity, tolerations)"
         reasons = self.template_reasons(request)

@@ -198,3 +198,14 @@ def _plan_help() -> str:
     from extender.cli import build_parser
 
     return build_parser()._subparsers._group_actions[0].choices["plan"].format_help()
+
+
+def test_gpu_use_of_pods_without_annotations_is_counted_where_it_most_likely_is(tmp_path, capsys):
+    objects = [o for o in done_case() if not o["metadata"]["name"].startswith("busy-")]
+    for i in range(4):  # bound 15 GiB pods that carry no allocation annotation: their GPUs are not recorded
+        objects += [{**bound(f"busy-{i}-{g}", f"gpu-{i}", g, 15), "metadata": {
+            "name": f"busy-{i}-{g}", "namespace": "default", "uid": f"u-{i}-{g}"}} for g in range(4)]
+    path = write(tmp_path, objects)
+    assert len(create_app(Config(cluster_file=path)).extensions["cgpu"].ledger.unaccounted()) == 16
+    result = json.loads(plan_cli(capsys, "--cluster", path, "--json")[1])
+    assert result["fitsNow"] == [] and result["pools"]["np-a10"]["nodesNeeded"] == 2

@@ -116,7 +116,7 @@ def test_without_any_pool_a_pod_that_does_not_fit_is_unplaceable():
     state, objects, _ = full_pool(used_per_gpu=15)
     result = plan(state, objects, {}, pods(1, 2))
     assert result.unplaceable == [("default/p0", "fits no node now, and no node pool is known that could grow "
-                                                 "(no node carries a pool label)")]
+                                                 "(no node carries a pool label: see --pool-label)")]
 
 
 def test_the_state_given_is_left_unchanged():

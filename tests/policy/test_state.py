@@ -18,3 +18,4 @@ def test_a_copy_reads_the_same_and_writes_apart(state):
     twin.set_node(NodeSpec("added", mode=1, gpu_count=9, memory_per_gpu=8))
     twin.add_usage(names[0], {0: 1}, {}, False)
     assert "added" not in state.index and state.view_all()[1].mem_used.tolist() == view.mem_used.tolist()
+
