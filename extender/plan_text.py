@@ -15,7 +15,7 @@
 
     unplaceable:
     POD           REASON
-    default/huge  fits no node now, and is too large for every pool it may use: ...
+    default/huge  fits no node now, nor a new node of any pool it may use: ...
 
 GPU memory is the pod's GiB per GPU, GPU core its percent per GPU ("-" for
 memory-only pods), GPUs the indices the extender's GPU choice gives it.

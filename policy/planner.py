@@ -27,8 +27,8 @@ of :func:`plan`:
      below its max size; of several, the pool with the smallest GPUs that fit
      (then the fewest GPUs, then the name);
   5. else it is *unplaceable*, with why: its request is invalid, no pool
-     allows it, it is too large for every pool that does, or those it fits
-     are at their max size;
+     allows it, no pool that does can take it (too large for its GPUs,
+     another sharing mode), or those it fits are at their max size;
 
 * every placement is recorded on the copy before the next pod is placed, so
   no two pods are given the same room, and a pod in ``fits_now`` fits the
@@ -220,7 +220,7 @@ class _Planner:
         if not fitting:
             refused = [f"{describe(self.pools[i])}: {R.MESSAGES[int(reasons[i])]}"
                        for i in np.flatnonzero(pools_allowed)]
-            return "fits no node now, and is too large for every pool it may use: " + "; ".join(refused[:3]) + \
+            return "fits no node now, nor a new node of any pool it may use: " + "; ".join(refused[:3]) + \
                 (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
         with_room = [i for i in fitting if self.pools[i].room is None or self._needed(i) < self.pools[i].room]
         if not with_room:

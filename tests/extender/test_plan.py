@@ -60,7 +60,7 @@ def plan_cli(capsys, *args) -> tuple[int, str, str]:
 
 
 TRAIN = [f"default/train-{k}" for k in range(10)]
-HUGE_REASON = ("fits no node now, and is too large for every pool it may use: np-a10 (4 x 15 GiB, memory): "
+HUGE_REASON = ("fits no node now, nor a new node of any pool it may use: np-a10 (4 x 15 GiB, memory): "
                "GPU memory request is larger than the node's GPUs")
 
 

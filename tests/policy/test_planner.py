@@ -43,7 +43,7 @@ def test_pod_larger_than_every_pools_gpus_is_unplaceable_with_a_reason():
     result = plan(state, objects, pools, pods(1, 16, prefix="huge"))
     (ref, reason), = result.unplaceable
     assert ref == "default/huge0" and result.pools == {}
-    assert "too large for every pool" in reason and "np-a (4 x 15 GiB, memory)" in reason
+    assert "nor a new node of any pool it may use" in reason and "np-a (4 x 15 GiB, memory)" in reason
     assert "GPU memory request is larger than the node's GPUs" in reason
 
 
