@@ -9,6 +9,7 @@ from conftest import connect
 from extender.app import build_extender
 from extender.config import Config
 from extender.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
+from extender.metrics import Metrics
 from extender.planning import plan_json
 from fakekube import wait_until
 from kubesteps import bind, filter_
@@ -93,6 +94,9 @@ def test_placeholders_follow_the_plan(kube, extender_on):
     wait_until(lambda: len(extender.ledger.pending) == 12, what="the watch to see the placeholders")
     assert plan_json(extender.plan())["pending"] == 10
     assert loop.reconcile() and len(placeholders(kube)) == 2 and loop.stats.created == 2  # steady
+    scraped = Metrics(extender).render(None)[0].decode().splitlines()
+    assert {'cgpu_placeholders{pool="np-a10"} 2.0', "cgpu_placeholders_created_total 2.0",
+            'cgpu_pool_nodes_needed{pool="np-a10"} 2.0'} <= set(scraped)
 
     for i in range(8):  # 2 pods left: one new node
         kube.delete("pods", f"job-{i}")
