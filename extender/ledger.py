@@ -14,6 +14,9 @@ records behind its usage arrays. Its contract:
   annotations (V2, else V1); a bound shared-GPU pod without them is kept as
   *unaccounted* and reported, never silently dropped;
 * failed checks raise :class:`BindRejected` and change nothing;
+* allocation records and the arrays change together under the state's lock,
+  so :meth:`Ledger.snapshot` (the autoscaling plan's copy of the state) sees
+  them agree;
 * every unbound shared-GPU pod it observes is kept in ``pending``
   (:mod:`extender.pending`) until it is bound, reserved, finished or deleted;
 * every pod bound to a node (shared-GPU or not, until it finishes or is
