@@ -35,7 +35,7 @@ import numpy as np
 
 from extender import annotations as A
 from extender.logs import fields, get_logger
-from extender.pending import PendingPods
+from extender.pending import PendingPods, pod_key
 from policy.allocation import guess, per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
@@ -62,10 +62,11 @@ class PodRef:
 
     @classmethod
     def of(cls, pod: dict) -> "PodRef":
+        """The pod's reference; a pod without a UID (a hand-written cluster file) is keyed by
+        ``namespace/name``, as the pending store and the embedded cluster key it."""
         meta = pod.get("metadata") or {}
-        uid, namespace, name = (v if isinstance(v, str) else "" for v in
-                                (meta.get("uid"), meta.get("namespace"), meta.get("name")))
-        return cls(uid, sys.intern(namespace or "default"), name)
+        namespace, name = (v if isinstance(v, str) else "" for v in (meta.get("namespace"), meta.get("name")))
+        return cls(pod_key(pod), sys.intern(namespace or "default"), name)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"

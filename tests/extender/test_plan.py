@@ -209,3 +209,17 @@ def test_gpu_use_of_pods_without_annotations_is_counted_where_it_most_likely_is(
     assert len(create_app(Config(cluster_file=path)).extensions["cgpu"].ledger.unaccounted()) == 16
     result = json.loads(plan_cli(capsys, "--cluster", path, "--json")[1])
     assert result["fitsNow"] == [] and result["pools"]["np-a10"]["nodesNeeded"] == 2
+
+
+def test_a_hand_written_file_without_uids_counts_every_bound_pod(tmp_path, capsys):
+    objects = [o for o in done_case() if not o["metadata"]["name"].startswith("busy-")]
+    for i in range(4):  # V1 annotations, no uid, no namespace: as one writes a cluster file by hand
+        objects += [{"kind": "Pod", "apiVersion": "v1", "metadata": {
+            "name": f"busy-{i}-{g}", "annotations": {"ALIYUN_COM_GPU_MEM_IDX": str(g), "ALIYUN_COM_GPU_MEM_POD": "15",
+                                                     "ALIYUN_COM_GPU_MEM_DEV": "15"}},
+            "spec": {"nodeName": f"gpu-{i}", "containers": [{"name": "c", "resources": {
+                "limits": {"aliyun.com/gpu-mem": "15"}}}]}, "status": {"phase": "Running"}} for g in range(4)]
+    path = write(tmp_path, objects)
+    assert len(create_app(Config(cluster_file=path)).extensions["cgpu"].ledger.allocations()) == 16
+    result = json.loads(plan_cli(capsys, "--cluster", path, "--json")[1])
+    assert result["fitsNow"] == [] and result["pools"]["np-a10"]["nodesNeeded"] == 2
