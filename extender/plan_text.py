@@ -3,6 +3,7 @@
 ::
 
     12 pending shared-GPU pods: 1 fits now, 10 need 2 new nodes, 1 is unplaceable
+    (left out, pending for other schedulers — cgpu-scheduler: 3; see --scheduler-name)
 
     pool np-a10: 2 new nodes (4 x 15 GiB, memory); 4 nodes now, max size 10
     NEW NODE  POD            GPU MEMORY  GPU CORE  GPUS
@@ -17,8 +18,9 @@
     POD           REASON
     default/huge  fits no node now, nor a new node of any pool it may use: ...
 
-GPU memory is the pod's GiB per GPU, GPU core its percent per GPU ("-" for
-memory-only pods), GPUs the indices the extender's GPU choice gives it.
+The second line appears only when pods of other schedulers wait. GPU memory
+is the pod's GiB per GPU, GPU core its percent per GPU ("-" for memory-only
+pods), GPUs the indices the extender's GPU choice gives it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def render(planned: Planned) -> str:
              f"{len(result.fits_now)} {'fits' if len(result.fits_now) == 1 else 'fit'} now, "
              f"{new_pods} need {_count(new_nodes, 'new node', 'new nodes')}, "
              f"{len(result.unplaceable)} {'is' if len(result.unplaceable) == 1 else 'are'} unplaceable"]
+    if planned.other_schedulers:
+        counted = ", ".join(f"{name}: {n}" for name, n in sorted(planned.other_schedulers.items()))
+        lines.append(f"(left out, pending for other schedulers — {counted}; see --scheduler-name)")
     for name, pool_plan in sorted(result.pools.items()):
         pool = pool_plan.pool
         size = f"max size {pool.max_size}" if pool.max_size is not None else "max size not known"

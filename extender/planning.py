@@ -55,6 +55,7 @@ class Planned:
     pods: dict  # ref → the pending pod
     cpu_seconds: float = 0.0  # CPU time the plan took (this thread's)
     autoscaler_adds: dict = field(default_factory=dict)  # pool → nodes cluster-autoscaler adds by itself
+    other_schedulers: dict = field(default_factory=dict)  # scheduler name → its pending pods, left out
 
     def beyond_autoscaler(self, pool: str) -> int:
         """New nodes of ``pool`` the plan needs that cluster-autoscaler would not add by itself
@@ -68,8 +69,14 @@ def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
     """The plan for the ledger's cluster as it is now (see module doc)."""
     started = time.thread_time()
     served = set(settings.scheduler_names)
-    pending = [p for p in ledger.pending.all()
-               if p.scheduler_name in served and p.namespace != settings.placeholder_namespace]
+    pending, others = [], {}
+    for p in ledger.pending.all():
+        if p.namespace == settings.placeholder_namespace:
+            continue
+        if p.scheduler_name in served:
+            pending.append(p)
+        else:
+            others[p.scheduler_name] = others.get(p.scheduler_name, 0) + 1
     nodes = {n["metadata"]["name"]: n for n in ledger.node_objects()}
     pools = pools_of(nodes.values(), settings.pool_labels, settings.templates, dict(ledger.state.specs))
     if strategy is None or not getattr(strategy, "row_local", False):
@@ -77,7 +84,7 @@ def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
     state = ledger.snapshot(settings.placeholder_namespace) if pending else None  # no pods: no state read
     result = plan(state, nodes, pools, pending, strategy)
     adds = own_scale_up(state, nodes, pools, pending, result) if result.pools else {}
-    return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started, adds)
+    return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started, adds, others)
 
 
 def plan_json(planned: Planned) -> dict:

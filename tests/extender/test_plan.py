@@ -108,6 +108,10 @@ def test_only_pods_of_the_extenders_schedulers_and_not_placeholders(tmp_path, ca
     chosen = json.loads(plan_cli(capsys, "--cluster", path, "--json", "--scheduler-name", "cgpu-scheduler",
                                  "--scheduler-name", "default-scheduler")[1])
     assert chosen["fitsNow"] == ["default/mine", "default/second"]
+    text = plan_cli(capsys, "--cluster", path)[1].splitlines()
+    assert text[:2] == ["1 pending shared-GPU pod: 1 fits now, 0 need 0 new nodes, 0 are unplaceable",
+                        "(left out, pending for other schedulers — cgpu-scheduler: 1, volcano: 1; "
+                        "see --scheduler-name)"]
 
 
 def test_invalid_pods_and_unknown_pools_are_unplaceable_with_their_reasons(tmp_path, capsys):
