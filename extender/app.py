@@ -49,7 +49,7 @@ _VERB_OF = {f"cgpu.{verb}{suffix}": verb for verb in VERBS for suffix in ("", "_
 def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender:
     """The extender service for ``config``, its cluster started."""
     strategy = make_strategy(config.scoring, seed=config.seed)
-    ledger = Ledger(ClusterState(), strategy)
+    ledger = Ledger(ClusterState(), strategy, config.pool_labels)
     cluster = cluster if cluster is not None else make_cluster(config)
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size,
                         score_all_pods=config.score_all_pods, planning=plan_settings(config))

@@ -84,7 +84,7 @@ class ExtenderCollector:
             spec = specs.get(name)
             if spec is not None:
                 info.add_metric((name, MODE_NAMES[spec.mode], PLACEMENT_NAMES[spec.placement],
-                                 pool_name(labels_of.get(name, {}))), 1)
+                                 pool_name(labels_of.get(name, {}), ledger.pool_labels)), 1)
         yield info
         slots = np.arange(view.healthy.shape[1])
         shown = (slots < view.gpu_count[:, None]) & ((view.mode != MODE_NONE)[:, None] | (view.mem_used > 0))

@@ -40,7 +40,7 @@ from policy.allocation import guess, per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
-from policy.pools import pool_name
+from policy.pools import DEFAULT_POOL_LABELS, pool_name
 from policy.reasons import MESSAGES
 from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
@@ -180,9 +180,10 @@ class _Counters:
 class Ledger:
     """Allocation records and the arrays they sum to (see module doc)."""
 
-    def __init__(self, state, strategy):
+    def __init__(self, state, strategy, pool_labels=DEFAULT_POOL_LABELS):
         self.state = state
         self.strategy = strategy
+        self.pool_labels = tuple(pool_labels)  # a node's pool in inspect and metrics (as plan groups them)
         self._allocations: dict[str, Allocation] = {}
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
@@ -566,7 +567,8 @@ class Ledger:
                 "name": name,
                 "address": _internal_ip(self._nodes.get(name)),
                 "schedule": spec.schedule_label,
-                "pool": pool_name(((self._nodes.get(name) or {}).get("metadata") or {}).get("labels") or {}),
+                "pool": pool_name(((self._nodes.get(name) or {}).get("metadata") or {}).get("labels") or {},
+                                  self.pool_labels),
                 "sharing": MODE_NAMES[spec.mode],
                 "placement": PLACEMENT_NAMES[spec.placement],
                 "maxPodsPerGPU": None if spec.max_pod == UNLIMITED_PODS else spec.max_pod,

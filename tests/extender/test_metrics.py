@@ -110,6 +110,18 @@ def test_each_app_has_its_own_registry():
     assert scrape(second)[0][("cgpu_request_duration_seconds_count", (("verb", "healthz"),))] == 0
 
 
+def test_a_configured_pool_label_names_the_pool_in_metrics_and_inspect_as_in_plan():
+    labelled = node("gpu-a")
+    labelled["metadata"]["labels"].update({"team.example.com/pool": "train", "karpenter.sh/nodepool": "other"})
+    config = Config(pool_labels=("team.example.com/pool",))
+    extender = build_extender(config, cluster=EmbeddedCluster([labelled], source="test"))
+    client = create_app(config, extender=extender).test_client()
+    info = series(scrape(client)[0], "cgpu_node_info")
+    assert [dict(labels)["pool"] for labels in info] == ["train"]
+    report = orjson.loads(client.get(f"{PREFIX}/inspect").data)
+    assert [n["pool"] for n in report["nodes"]] == ["train"]
+
+
 def test_a_node_that_strands_gpu_for_the_learned_mix_is_measured():
     # two GPUs with 1 GiB free each; the only pods ever seen ask for 2 GiB: both idle shares are stranded
     nodes = [node("full", "cgpu", gpus=2, gib=15), node("empty", "cgpu", gpus=1, gib=15)]
