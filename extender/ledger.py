@@ -254,7 +254,10 @@ class Ledger:
         if 6 * len(rows) < len(state.names):
             result = evaluate(state.view(rows), request, self.strategy, score=score)
         else:
-            result = evaluate(state.view_live(), request, self.strategy, score=score).take(rows)
+            result = evaluate(state.view_live(), request, self.strategy, score=score)
+            if not state.settled_since(mark):  # a write tore what was read in place: again, on a copy
+                result = evaluate(state.view_whole(), request, self.strategy, score=score)
+            result = result.take(rows)
         if score:
             self._last = _Choice(request.placement_key, mark, rows, result)
         return result

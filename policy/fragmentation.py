@@ -281,13 +281,19 @@ class PartsCache:
                 total, takers, small, share, takes = _parts(sub, classes, sub.mem_used, sub.core_used, sub.pods)
                 target = rows[stale]
                 a["total"][target], a["takers"][target], a["small"][target] = total, takers, small
+                # copy on write: a decision still reading the old rows through _RowTakes keeps them
+                a["takes"] = a["takes"].copy()
                 a["share"][target], a["takes"][target] = share, takes
                 a["version"][target] = version[stale]
             return a["total"][rows], a["takers"][rows], a["small"][rows], a["share"][rows], _RowTakes(a["takes"], rows)
 
 
 class _RowTakes:
-    """``takes[i, g]`` of the view's rows without copying the whole (n, G, U) array."""
+    """``takes[i, g]`` of the view's rows without copying the whole (n, G, U) array.
+
+    The array it holds is never written again (PartsCache copies it before
+    changing rows), so another decision refreshing a row cannot change what this
+    one reads mid-way."""
 
     def __init__(self, takes: np.ndarray, rows: np.ndarray):
         self._takes, self._rows = takes, rows

@@ -17,10 +17,11 @@ alone, never on which other rows are in the view — the contract of every
 placement pass in :mod:`policy.placement` and of the strategies that declare
 ``row_local`` (:mod:`policy.scoring`).
 
-Rows read while a writer is changing them may be read half-written, as with
-:meth:`~policy.state.ClusterState.view_live`; such rows carry a newer version
-afterwards and are recomputed on the next call (bind re-checks under the
-node's lock in any case).
+A full refresh reads every row in place (:meth:`~policy.state.ClusterState.view_live`);
+when a write overlapped it (:meth:`~policy.state.ClusterState.settled_since`),
+the rows written since are computed again from a gathered copy, which is read
+whole, so no result mixes two states of a row. Those rows carry a newer version
+than the entry's mark and are computed once more on the next call.
 """
 
 from __future__ import annotations
@@ -64,19 +65,33 @@ class RowCache:
         changed = state.changed_since(entry.mark, mark) if entry is not None else None
         if changed is None:
             entry = _Entry()
-            entry.arrays = tuple(np.array(a) for a in compute(state.view_live()))
+            entry.arrays = self._refresh(compute, mark)
             self._entries[key] = entry
             if len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         else:
             if REFRESH_ALL * len(changed) > mark.rows:
-                entry.arrays = tuple(np.array(a) for a in compute(state.view_live()))
+                entry.arrays = self._refresh(compute, mark)
             elif len(changed):
                 for array, part in zip(entry.arrays, compute(state.view(changed))):
                     array[changed] = part
             self._entries.move_to_end(key)
         entry.mark = mark
         return entry.arrays
+
+    def _refresh(self, compute: Callable, mark) -> tuple:
+        """``compute`` over every row, read in place, with the rows a write tore read again whole."""
+        state = self._state
+        arrays = tuple(np.array(a) for a in compute(state.view_live()))
+        if state.settled_since(mark):
+            return arrays
+        changed = state.changed_since(mark, state.mark())
+        if changed is None:  # rows were added, freed or widened meanwhile
+            return tuple(np.array(a) for a in compute(state.view_whole()))
+        torn = changed[changed < len(arrays[0])]
+        for array, part in zip(arrays, compute(state.view(torn))):
+            array[torn] = part
+        return arrays
 
     def clear(self) -> None:
         with self._lock:

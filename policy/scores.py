@@ -14,6 +14,12 @@ So the best node(s) get 10, equal raw scores get equal scores, and a strictly
 worse node gets a strictly lower score until the 11 integer levels run out
 (then the worst share 0). When every feasible node ties, all get 10.
 Infeasible nodes get 0.
+
+A raw score that is not a finite number (a strategy's ±inf, NaN, or a range
+too wide for ``u_0 − u_{k−1}`` to be finite) has no proportion to keep, so
+then the levels come from the ranks instead: the ``u_i`` above are replaced by
+their positions ``k−1−i`` in the order (NaN below −inf), and the scores keep
+the order, 0..10, as always.
 """
 
 from __future__ import annotations
@@ -28,9 +34,15 @@ def extender_scores(raw: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     scores = np.zeros(len(raw), dtype=np.int64)
     if not feasible.any():
         return scores
-    values = raw[feasible]
-    ascending, position = np.unique(values, return_inverse=True)
+    values = raw[feasible].astype(np.float64)
+    ascending, position = np.unique(np.where(np.isnan(values), -np.inf, values), return_inverse=True)
+    position = position.reshape(-1)
     lo, hi = ascending[0], ascending[-1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = hi - lo
+    if not np.isfinite(spread):
+        ascending = np.arange(len(ascending), dtype=np.float64)  # ranks: order without proportion
+        lo, hi = ascending[0], ascending[-1]
     if hi == lo:
         scores[feasible] = MAX_SCORE
         return scores

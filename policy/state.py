@@ -11,11 +11,16 @@ of recomputing them: free memory and compute, ``usable`` (healthy and below
 the node's pod limit) and ``full`` (see :func:`fullness_of`).
 
 Readers call :meth:`ClusterState.view` to gather the rows they need into a
-:class:`NodesView` (a copy), or :meth:`ClusterState.view_live` to read every
-row in place when they need most of them (no copy; a row being written at the
-same moment may be read half-updated, which is why bind re-checks under the
-node's lock). Writers serialise on the state's lock; callers that must check
-and then write atomically (bind) hold their own per-node lock around both.
+:class:`NodesView` (a copy taken under the writers' lock, so every row is read
+whole), or :meth:`ClusterState.view_live` to read every row in place when they
+need most of them (no copy: a row being written at the same moment may be read
+half-updated). A reader in place notes :meth:`~ClusterState.mark` first and
+asks :meth:`~ClusterState.settled_since` afterwards: when a write began or
+ended meanwhile, what it computed may mix two states of a row (a GPU choice that
+no longer fits, a fit with no GPU to take) and must be redone from a copy
+(:meth:`~ClusterState.view_whole`, or :meth:`view` of the changed rows).
+Writers serialise on the state's lock; callers that must check and then write
+atomically (bind) hold their own per-node lock around both.
 """
 
 from __future__ import annotations
@@ -336,11 +341,12 @@ class ClusterState:
         return self.lookup(list(names))[0]
 
     def view(self, rows: np.ndarray) -> NodesView:
-        """Gather ``rows`` (-1 allowed: such a row is marked unknown, all zero)."""
-        a = self._arrays
+        """Gather ``rows`` (-1 allowed: such a row is marked unknown, all zero), each read whole."""
         known = rows >= 0
         safe = np.where(known, rows, 0)
-        gathered = {f: a[f].take(safe, axis=0) for f in _ROW_FIELDS + _GPU_FIELDS}
+        with self._lock:
+            a = self._arrays
+            gathered = {f: a[f].take(safe, axis=0) for f in _ROW_FIELDS + _GPU_FIELDS}
         if not known.all():
             unknown = ~known
             for f in _ROW_FIELDS + _GPU_FIELDS:
@@ -354,6 +360,22 @@ class ClusterState:
         live = a["live"][:n]
         return NodesView(known=live, row=np.where(live, np.arange(n), -1),
                          **{f: a[f][:n] for f in _ROW_FIELDS + _GPU_FIELDS})
+
+    def view_whole(self) -> NodesView:
+        """What :meth:`view_live` shows, copied under the writers' lock: no write can tear it."""
+        with self._lock:
+            a = self._arrays
+            n = len(self.names)
+            live = a["live"][:n].copy()
+            return NodesView(known=live, row=np.where(live, np.arange(n), -1),
+                             **{f: a[f][:n].copy() for f in _ROW_FIELDS + _GPU_FIELDS})
+
+    def settled_since(self, then: "Mark") -> bool:
+        """True when no write began or ended since mark ``then``: whatever was read in
+        place between the two was read whole. (Holding the lock here means no write
+        is half done; any write since ``then`` has moved the generation on.)"""
+        with self._lock:
+            return self.mark() == then
 
     def view_all(self) -> tuple[list[str], NodesView]:
         """Every live node's name and its row, in row order."""

@@ -5,17 +5,21 @@ from hypothesis import strategies as st
 from policy.scores import extender_scores
 
 raws = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60)
+any_floats = st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=60)
 
 
-@given(raws, st.data())
+@given(st.one_of(raws, any_floats), st.data())
 def test_scores_keep_the_order_of_raw_scores(values, data):
-    raw = np.array(values)
+    """Over any floats, ±inf, NaN and ranges too wide to subtract included (NaN ranks below −inf)."""
+    raw = np.array(values, dtype=np.float64)
     feasible = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
-    scores = extender_scores(raw, feasible)
+    with np.errstate(all="raise"):  # no arithmetic on a non-finite value inside
+        scores = extender_scores(raw, feasible)
     assert scores.dtype.kind == "i" and ((scores >= 0) & (scores <= 10)).all()
     assert (scores[~feasible] == 0).all()
     if not feasible.any():
         return
+    raw = np.where(np.isnan(raw), -np.inf, raw)
     best = raw[feasible].max()
     assert (scores[feasible & (raw == best)] == 10).all()
     distinct = np.unique(raw[feasible])[::-1]
@@ -39,6 +43,13 @@ def test_more_distinct_values_than_levels():
     raw = np.linspace(1.0, 0.9, 15)
     scores = extender_scores(raw, np.ones(15, dtype=bool))
     assert scores.tolist() == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0]
+
+
+def test_non_finite_raw_scores_rank_instead_of_wrapping_around():
+    """A feasible node's −inf once became −2^63 after the cast, a negative index in the reply."""
+    raw = np.array([1.0, -np.inf, 0.5, np.nan, np.inf])
+    assert extender_scores(raw, np.ones(5, dtype=bool)).tolist() == [6, 0, 3, 0, 10]  # ranks 2, 0, 1, 0, 3 of 0..3
+    assert extender_scores(np.array([1e308, -1e308]), np.ones(2, dtype=bool)).tolist() == [10, 0]
 
 
 def test_all_tied_all_ten():
