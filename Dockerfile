@@ -1,4 +1,4 @@
-# cgpu-extender image: one gunicorn worker serving the extender (see extender/server.py).
+# cgpu-extender image: one process serving the extender (see extender/server.py, extender/httpserver.py).
 # docker build -t cgpu-extender:0.1.0 .
 FROM python:3.11-slim
 
@@ -14,7 +14,7 @@ COPY extender ./extender
 RUN pip install . && rm -rf /src
 
 # Runs as a fixed non-root user; the root filesystem can be mounted read-only
-# (gunicorn only needs a writable /tmp: mount an emptyDir there).
+# (give it a writable /tmp for Python's temporary files: mount an emptyDir there).
 USER 65532:65532
 WORKDIR /
 EXPOSE 32766

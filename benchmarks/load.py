@@ -1,7 +1,7 @@
 """Load benchmark: drive the extender the way kube-scheduler does, at cluster scale.
 
 For each cluster size it writes a synthetic cluster (:mod:`benchmarks.synthetic`),
-starts :mod:`benchmarks.load_server` (the extender under gunicorn, as deployed,
+starts :mod:`benchmarks.load_server` (the extender on its own server, as deployed,
 plus a floor endpoint) and schedules pods one at a time: filter with every
 node, prioritize with the nodes filter kept, then bind to a top-scored node.
 Binds run on a pool of 4 threads and overlap the next pods' filters, as
@@ -11,7 +11,7 @@ them and answers the bytes the extender answered (recorded by the driver).
 
 Reported per verb: p50/p99 of the server's own time (``Server-Timing``) and of
 the client-side round trip; cycles per second; the extender's p50 as a ratio of
-the floor's; the worker's RSS; and how much of the client-side time is the
+the floor's; the server's RSS; and how much of the client-side time is the
 driver's own JSON work (encode before, decode after the round trip).
 
     python -m benchmarks.load --nodes 1000 5000 10000 --pods 2000 --json benchmarks/out/load.json
@@ -229,15 +229,6 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def worker_pid(master: int) -> int | None:
-    try:
-        with open(f"/proc/{master}/task/{master}/children") as children:
-            pids = children.read().split()
-        return int(pids[0]) if pids else None
-    except OSError:
-        return None
-
-
 def wait_ready(port: int, process: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -284,8 +275,8 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
         started = time.monotonic()
         wait_ready(port, process, timeout=600)
         result["startup_s"] = round(time.monotonic() - started, 1)
-        worker = worker_pid(process.pid)
-        result["rss_mb_at_start"] = rss_mb(worker) if worker else None
+        worker = process.pid  # one process serves (extender.server)
+        result["rss_mb_at_start"] = rss_mb(worker)
         counter = 0
         for mode in modes:
             full = [node_status_bulk(n) for n in node_objects] if mode == "objects" else None
@@ -306,7 +297,7 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
                 "ratio_to_floor_p50": {v: round(e["server_ms"][v]["p50"] / f["server_ms"][v]["p50"], 2)
                                        for v in VERBS},
                 "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
-                "rss_mb_at_end": rss_mb(worker) if worker else None,
+                "rss_mb_at_end": rss_mb(worker),
                 "pinned": pinned,
             }
     finally:

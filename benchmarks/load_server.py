@@ -1,10 +1,10 @@
-"""The extender as deployed (gunicorn, one gthread worker) plus a *floor* endpoint.
+"""The extender as deployed (one process, extender.httpserver) plus a *floor* endpoint.
 
 ``POST /floor/<verb>`` decodes the JSON body (all of it, with the same
 library the extender uses) and answers the bytes the extender answered to the
 same body, read from the driver's record (``--replies FILE``, the range named
 by the ``X-Floor-Reply: offset:length`` header). It runs in the same process,
-behind the same gunicorn, Flask and Server-Timing hooks, and the driver does
+behind the same server, Flask and Server-Timing hooks, and the driver does
 the same work with its replies, so the difference between the two is the
 extender's own work.
 

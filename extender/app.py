@@ -32,6 +32,7 @@ from extender.metrics import VERBS, Metrics
 from extender.planning import PlanSettings, plan_json
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
+from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
@@ -93,11 +94,21 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     config = config or Config()
     extender = extender or build_extender(config, cluster)
     app = Flask("cgpu_extender")
+    app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.extensions["cgpu"] = extender
     metrics = app.extensions["cgpu_metrics"] = Metrics(extender)
     gpu_map = GPU_MAP.read_bytes()
     log = get_logger()
     routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
+
+    @routes.before_request
+    def json_only():
+        """A verb reads only JSON: a form or text POST (what any web page can make a
+        browser send cross-site, without a preflight) is refused before it is read."""
+        if request.method == "POST" and request.mimetype != JSON:
+            return _json({"Error": f"415 Unsupported Media Type: {request.path} takes Content-Type: {JSON}, "
+                                   f"not {shown(request.mimetype or 'none')}"}, 415)
+        return None
 
     @routes.post("/filter")
     def filter_():

@@ -9,6 +9,7 @@ from policy.pools import DEFAULT_POOL_LABELS
 DEFAULT_PREFIX = "/cgpu-scheduler"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 32766
+DEFAULT_MAX_BODY = 64 * 2**20  # bytes: full Node objects of 10,000 nodes are ~35 MB
 
 
 @dataclass
@@ -22,6 +23,7 @@ class Config:
     pod_cache_size: int = 10000  # Pods remembered from filter for bind
     score_all_pods: bool = False  # also score pods without a shared-GPU request (see Extender)
     log_level: str = "info"
+    max_body_bytes: int = DEFAULT_MAX_BODY  # a larger request body is answered 413 without being read
     # autoscaling (extender.planning, extender.kube.placeholders)
     pool_labels: tuple = DEFAULT_POOL_LABELS  # a node's pool: the first of these labels it carries
     scheduler_names: tuple = ("default-scheduler",)  # pending pods of these schedulers are ours to plan

@@ -1,64 +1,40 @@
-"""Serving the app with gunicorn, the way the README and manifests deploy it.
+"""Serving the app the way the README and manifests deploy it: one process, one ledger.
 
-One worker process, several threads (``gthread``): the allocation ledger
-lives in the worker's memory, so a second worker would keep a second,
-disagreeing ledger and double-allocate GPUs. Threads let binds (which
-kube-scheduler sends concurrently) and probes run while a filter is served;
-the ledger's per-node locks make that safe. The app is built inside the
-worker (no preload) so the cluster backend's threads live where requests run.
+The allocation ledger lives in this process's memory, so a second process
+would keep a second, disagreeing ledger and double-allocate GPUs. The
+connections are read by :mod:`extender.httpserver` (an event loop: slow and
+idle clients hold no thread) and complete requests run in ``threads`` handler
+threads, so binds (which kube-scheduler sends concurrently) and probes run
+while a filter is served; the ledger's per-node locks make that safe.
 """
 
 from __future__ import annotations
 
-from gunicorn.app.base import BaseApplication
-from gunicorn.glogging import Logger
-
 from extender.app import create_app
 from extender.config import Config
-from extender.logs import JsonFormatter, configure
+from extender.httpserver import HTTPServer, Limits, tls_context
+from extender.logs import configure
 
 
-class JsonGunicornLogger(Logger):
-    """gunicorn's own messages (start, worker boot, crashes) as JSON lines too."""
-
-    def setup(self, cfg) -> None:
-        super().setup(cfg)
-        for handler in self.error_log.handlers + self.access_log.handlers:
-            handler.setFormatter(JsonFormatter())
-
-
-class ExtenderServer(BaseApplication):
-    def __init__(self, config: Config, host: str, port: int, threads: int = 8, factory=create_app):
+class ExtenderServer:
+    def __init__(self, config: Config, host: str, port: int, threads: int = 8, factory=create_app,
+                 tls_cert: str | None = None, tls_key: str | None = None, client_ca: str | None = None):
         self._config = config
         self._factory = factory
-        self._options = {
-            "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-            "workers": 1,
-            "worker_class": "gthread",
-            "threads": threads,
-            "timeout": 60,
-            "graceful_timeout": 10,
-            "keepalive": 75,  # kube-scheduler keeps its connections open
-            "accesslog": None,
-            "errorlog": "-",
-            "loglevel": config.log_level,
-            "preload_app": False,
-            "logger_class": "extender.server.JsonGunicornLogger",
-        }
-        if "control_socket_disable" in self._known_settings():
-            self._options["control_socket_disable"] = True  # no writes to $HOME (read-only root filesystem)
-        super().__init__()
+        self._host, self._port, self._threads = host, port, threads
+        self._tls = (tls_cert, tls_key, client_ca) if tls_cert else None
+        self.http: HTTPServer | None = None
 
-    @staticmethod
-    def _known_settings() -> set:
-        from gunicorn.config import KNOWN_SETTINGS
-
-        return {setting.name for setting in KNOWN_SETTINGS}
-
-    def load_config(self) -> None:
-        for key, value in self._options.items():
-            self.cfg.set(key, value)
-
-    def load(self):
+    def run(self) -> None:
         configure(self._config.log_level)
-        return self._factory(self._config)
+        context = tls_context(*self._tls) if self._tls else None
+        app = self._factory(self._config)
+        self.http = HTTPServer(app, self._host, self._port, threads=self._threads,
+                               limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context)
+        try:
+            self.http.run()
+        finally:
+            extender = app.extensions.get("cgpu")
+            stop = getattr(getattr(extender, "cluster", None), "stop", None)
+            if stop is not None:
+                stop()

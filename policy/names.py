@@ -33,3 +33,8 @@ PLACEMENT_NAMES = {BINPACK: "binpack", SPREAD: "spread"}
 DEFAULT_MAX_POD = 20  # cGPU runs at most 20 containers per GPU
 UNLIMITED_PODS = 2**31 - 1  # share and mps nodes have no per-GPU pod limit
 CORE_PER_GPU = 100  # gpu-core.percentage of one whole GPU
+
+MAX_GPUS_PER_NODE = 64  # more GPUs than any node has: a count beyond it is refused, not allocated
+MAX_GIB_PER_GPU = 2**20  # 1 PiB per GPU: beyond it a node's capacity is refused (the state keeps int32)
+MAX_CORE_PER_GPU = 100 * MAX_GPUS_PER_NODE
+MAX_PODS_LABEL = 10_000  # ack.node.gpu.max-pod above this is refused (the state counts pods per GPU in int32)

@@ -33,13 +33,18 @@ from policy.names import (
     MODE_CORE,
     MODE_NONE,
     MODES_BY_LABEL,
+    MAX_CORE_PER_GPU,
+    MAX_GIB_PER_GPU,
+    MAX_GPUS_PER_NODE,
+    MAX_PODS_LABEL,
     NODE_MAX_POD,
     NODE_PLACEMENT,
     NODE_SCHEDULE,
     PLACEMENTS_BY_LABEL,
     UNLIMITED_PODS,
 )
-from policy.quantity import QuantityError, parse_quantity, parse_whole
+from policy.echo import shown
+from policy.quantity import QuantityError, count_label, parse_quantity, parse_whole
 
 UNHEALTHY_CONFIGMAP_PREFIX = "unhealthy-gpu-"
 UNHEALTHY_CONFIGMAP_NAMESPACE = "kube-system"
@@ -72,9 +77,10 @@ def parse_unhealthy_gpus(configmap: dict) -> frozenset:
     """GPU indices listed in an unhealthy-GPU ConfigMap's ``data.gpus`` ("0,2")."""
     raw = ((configmap or {}).get("data") or {}).get("gpus", "")
     indices = set()
-    for part in str(raw).replace(" ", "").split(","):
-        if part.isdigit():
-            indices.add(int(part))
+    for part in str(raw)[:4096].replace(" ", "").split(","):
+        index = count_label(part, MAX_GPUS_PER_NODE)
+        if index is not None:
+            indices.add(index)
     return frozenset(indices)
 
 
@@ -94,27 +100,34 @@ def _host_allocatable(allocatable: dict, resource: str, scale: int) -> int:
         return 0
 
 
+def _object(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def parse_node(node: dict, unhealthy: frozenset = frozenset()) -> NodeSpec:
     """Read the sharing capacity of a v1 Node (see module doc)."""
-    meta = node.get("metadata") or {}
-    name = meta.get("name") or ""
-    labels = meta.get("labels") or {}
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    meta = _object(_object(node).get("metadata"))
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    labels = {k: v for k, v in _object(meta.get("labels")).items() if isinstance(v, str)}
+    allocatable = _object(_object(_object(node).get("status")).get("allocatable"))
     schedule = labels.get(NODE_SCHEDULE, "")
     mode = MODES_BY_LABEL.get(schedule, MODE_NONE)
 
     warnings = []
     placement = PLACEMENTS_BY_LABEL.get(labels.get(NODE_PLACEMENT, "binpack"))
     if placement is None:
-        warnings.append(f"label {NODE_PLACEMENT}={labels[NODE_PLACEMENT]!r} is not binpack or spread; using binpack")
+        warnings.append(f"label {NODE_PLACEMENT}={shown(labels[NODE_PLACEMENT])} is not binpack or spread; "
+                        "using binpack")
         placement = BINPACK
     max_pod = DEFAULT_MAX_POD if schedule in ("cgpu", "core_mem") else UNLIMITED_PODS
     if NODE_MAX_POD in labels:
         raw = labels[NODE_MAX_POD]
-        if isinstance(raw, str) and raw.isdigit() and int(raw) >= 1:
-            max_pod = int(raw)
+        value = count_label(raw, MAX_PODS_LABEL)
+        if value is not None and value >= 1:
+            max_pod = value
         else:
-            warnings.append(f"label {NODE_MAX_POD}={raw!r} is not a positive whole number; using {max_pod}")
+            warnings.append(f"label {NODE_MAX_POD}={shown(raw)} is not a whole number from 1 to {MAX_PODS_LABEL}; "
+                            f"using {max_pod}")
     base = dict(name=name, schedule_label=schedule, placement=placement, max_pod=max_pod, unhealthy=unhealthy,
                 cpu=_host_allocatable(allocatable, "cpu", 1000), host_memory=_host_allocatable(allocatable, "memory", 1),
                 model=labels.get(GPU_MODEL_LABEL, "") if isinstance(labels.get(GPU_MODEL_LABEL), str) else "")
@@ -127,6 +140,10 @@ def parse_node(node: dict, unhealthy: frozenset = frozenset()) -> NodeSpec:
         core = parse_whole(allocatable.get(GPU_CORE, 0))
     except QuantityError as exc:
         return NodeSpec(**base, warnings=tuple(warnings), problem=f"node advertises a malformed GPU quantity: {exc}")
+    if gpus > MAX_GPUS_PER_NODE or memory > MAX_GIB_PER_GPU * max(gpus, 1) or core > MAX_CORE_PER_GPU * max(gpus, 1):
+        return NodeSpec(**base, warnings=tuple(warnings),
+                        problem=f"node advertises more GPU than any node has ({gpus} GPUs, {memory} GiB, "
+                                f"{core} % compute; at most {MAX_GPUS_PER_NODE} GPUs of {MAX_GIB_PER_GPU} GiB)")
     if gpus < 1 or memory < gpus:
         problem = "node does not share GPUs" if mode == MODE_NONE else f"node advertises no shared GPU ({GPU_MEM})"
         return NodeSpec(**base, warnings=tuple(warnings), problem=problem)

@@ -35,6 +35,7 @@ from fractions import Fraction
 
 from policy.names import (
     CORE_PER_GPU,
+    MAX_GPUS_PER_NODE,
     GPU_CORE,
     GPU_MEM,
     GPU_MODEL_LABEL,
@@ -42,7 +43,8 @@ from policy.names import (
     POD_PLACEMENT,
     REQUIRE_WHOLE_DEVICE,
 )
-from policy.quantity import QuantityError, parse_quantity
+from policy.echo import shown
+from policy.quantity import QuantityError, count_label, parse_quantity
 
 
 class InvalidRequest(ValueError):
@@ -197,13 +199,17 @@ def host_requests(pod: dict) -> tuple[int, int]:
 def _amount(container: dict, resource: str) -> object | None:
     """The raw limit (else request) of ``resource``, checking the two agree."""
     name = container.get("name", "")
-    resources = container.get("resources") or {}
+    resources = container.get("resources", {})
     if not isinstance(resources, dict):
-        raise InvalidRequest(f"malformed pod: resources of container {name!r} is not an object")
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
+        raise InvalidRequest(f"malformed pod: resources of container {shown(name)} is not an object")
+    limits = resources.get("limits", {})
+    requests = resources.get("requests", {})
     if not isinstance(limits, dict) or not isinstance(requests, dict):
-        raise InvalidRequest(f"malformed pod: resources.limits or requests of container {name!r} is not an object")
+        raise InvalidRequest(f"malformed pod: resources.limits or requests of container {shown(name)} "
+                             "is not an object")
+    for amounts in (limits, requests):
+        if resource in amounts and amounts[resource] is None:
+            raise InvalidRequest(f"{resource} null in container {shown(name)} is not a valid quantity")
     if resource in limits and resource in requests:
         try:
             same = parse_quantity(limits[resource]) == parse_quantity(requests[resource])
@@ -211,8 +217,8 @@ def _amount(container: dict, resource: str) -> object | None:
             same = True  # reported as an invalid quantity by the caller
         if not same:
             raise InvalidRequest(
-                f"{resource} request {requests[resource]!r} differs from its limit "
-                f"{limits[resource]!r} in container {name!r}"
+                f"{resource} request {shown(requests[resource])} differs from its limit "
+                f"{shown(limits[resource])} in container {shown(name)}"
             )
     if resource in limits:
         return limits[resource]
@@ -222,10 +228,11 @@ def _amount(container: dict, resource: str) -> object | None:
 def _whole(raw: object, resource: str, container: str) -> int:
     try:
         exact = parse_quantity(raw)
-    except QuantityError:
-        raise InvalidRequest(f"{resource} {raw!r} in container {container!r} is not a valid quantity") from None
+    except QuantityError as exc:
+        raise InvalidRequest(f"{resource} {shown(raw)} in container {shown(container)} is not a valid quantity: "
+                             f"{exc}") from None
     if exact.denominator != 1:
-        raise InvalidRequest(f"{resource} must be a whole number, got {raw!r} in container {container!r}")
+        raise InvalidRequest(f"{resource} must be a whole number, got {shown(raw)} in container {shown(container)}")
     return int(exact)
 
 
@@ -261,18 +268,19 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
             continue
         if raw_mem is None:
             raise InvalidRequest(
-                f"{GPU_CORE} without {GPU_MEM} in container {name!r}: "
+                f"{GPU_CORE} without {GPU_MEM} in container {shown(name)}: "
                 "GPU compute is shared only together with GPU memory"
             )
         memory = _whole(raw_mem, GPU_MEM, name)
         if memory < 1:
-            raise InvalidRequest(f"{GPU_MEM} must be at least 1 GiB, got {raw_mem!r} in container {name!r}")
+            raise InvalidRequest(f"{GPU_MEM} must be at least 1 GiB, got {shown(raw_mem)} in container {shown(name)}")
         core = 0
         if raw_core is not None:
             core = _whole(raw_core, GPU_CORE, name)
             if core % 5 or not 5 <= core <= CORE_PER_GPU:
                 raise InvalidRequest(
-                    f"{GPU_CORE} must be a multiple of 5 from 5 to 100, got {raw_core!r} in container {name!r}"
+                    f"{GPU_CORE} must be a multiple of 5 from 5 to 100, got {shown(raw_core)} "
+                    f"in container {shown(name)}"
                 )
         found.append(ContainerRequest(index, name, memory, core))
     if not found:
@@ -286,7 +294,7 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
 
             raise InvalidRequest(
                 "every GPU container must request the same resources: container "
-                f"{first.name!r} requests {resource_set(first)}, container {other.name!r} "
+                f"{shown(first.name)} requests {resource_set(first)}, container {shown(other.name)} "
                 f"requests {resource_set(other)}"
             )
 
@@ -294,14 +302,15 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
     gpu_count = 1
     if POD_GPU_COUNT in labels:
         raw = labels[POD_GPU_COUNT]
-        if not isinstance(raw, str) or not raw.isdigit() or int(raw) < 1:
-            raise InvalidRequest(f"label {POD_GPU_COUNT} must be a whole number of GPUs from 1, got {raw!r}")
-        gpu_count = int(raw)
+        gpu_count = count_label(raw, MAX_GPUS_PER_NODE)
+        if gpu_count is None or gpu_count < 1:
+            raise InvalidRequest(f"label {POD_GPU_COUNT} must be a whole number of GPUs from 1 to "
+                                 f"{MAX_GPUS_PER_NODE}, got {shown(raw)}")
     whole_device = False
     if POD_PLACEMENT in labels:
         if labels[POD_PLACEMENT] != REQUIRE_WHOLE_DEVICE:
             raise InvalidRequest(
-                f"label {POD_PLACEMENT} must be {REQUIRE_WHOLE_DEVICE!r}, got {labels[POD_PLACEMENT]!r}"
+                f"label {POD_PLACEMENT} must be {REQUIRE_WHOLE_DEVICE!r}, got {shown(labels[POD_PLACEMENT])}"
             )
         whole_device = True
 
@@ -315,7 +324,7 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
         for c in found:
             if c.memory % gpu_count:
                 raise InvalidRequest(
-                    f"{GPU_MEM} {c.memory} in container {c.name!r} does not divide evenly over {gpu_count} GPUs"
+                    f"{GPU_MEM} {c.memory} in container {shown(c.name)} does not divide evenly over {gpu_count} GPUs"
                 )
     elif request.core > CORE_PER_GPU:
         raise InvalidRequest(f"the pod's total {GPU_CORE} is {request.core}, more than one GPU (100)")

@@ -16,7 +16,7 @@ worse node gets a strictly lower score until the 11 integer levels run out
 Infeasible nodes get 0.
 
 A raw score that is not a finite number (a strategy's ±inf, NaN, or a range
-too wide for ``u_0 − u_{k−1}`` to be finite) has no proportion to keep, so
+too wide for ``10 (u_0 − u_{k−1})`` to be finite) has no proportion to keep, so
 then the levels come from the ranks instead: the ``u_i`` above are replaced by
 their positions ``k−1−i`` in the order (NaN below −inf), and the scores keep
 the order, 0..10, as always.
@@ -39,7 +39,7 @@ def extender_scores(raw: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     position = position.reshape(-1)
     lo, hi = ascending[0], ascending[-1]
     with np.errstate(over="ignore", invalid="ignore"):
-        spread = hi - lo
+        spread = MAX_SCORE * (hi - lo)
     if not np.isfinite(spread):
         ascending = np.arange(len(ascending), dtype=np.float64)  # ranks: order without proportion
         lo, hi = ascending[0], ascending[-1]

@@ -96,7 +96,7 @@ def test_the_invalid_pod_example_gets_the_message_the_readme_quotes(demo):
     limits["aliyun.com/gpu-core.percentage"] = "33"
     pod["metadata"]["uid"] = "invalid-example"
     body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["gpu-core-a", "gpu-cgpu-a"]}).encode()
-    with urllib.request.urlopen(urllib.request.Request(f"{demo}/filter", data=body), timeout=5) as reply:
+    with urllib.request.urlopen(urllib.request.Request(f"{demo}/filter", data=body, headers={"Content-Type": "application/json"}), timeout=5) as reply:
         result = json.loads(reply.read())
     quoted = re.search(r"filter refuses\s+every node with `(.*?)`", section("Try it with curl"), re.S).group(1)
     assert set(result["FailedAndUnresolvableNodes"].values()) == {re.sub(r"\s+", " ", quoted)}

@@ -1,4 +1,4 @@
-"""``cgpu-extender serve``: run the extender under gunicorn."""
+"""``cgpu-extender serve``: run the extender (one process, :mod:`extender.httpserver`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,15 @@ def register(subparsers) -> None:
     parser.add_argument("--placeholders-per-pool", type=int, default=defaults.placeholders_per_pool,
                         metavar="N", help="most placeholders for a pool whose max size is not known "
                                           f"(default {defaults.placeholders_per_pool})")
-    parser.add_argument("--threads", type=int, default=8, help="request threads in the one worker (default 8)")
+    parser.add_argument("--threads", type=int, default=8, help="request handler threads (default 8)")
+    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, metavar="BYTES",
+                        help=f"largest request body; a larger one is answered 413 unread "
+                             f"(default {defaults.max_body_bytes})")
+    parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    parser.add_argument("--client-ca", metavar="FILE",
+                        help="with --tls-cert: accept only clients whose certificate this CA signed "
+                             "(kube-scheduler's extender tlsConfig certFile/keyFile)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(run=run)
 
@@ -66,6 +74,20 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         print(f"cgpu-extender: --threads must be at least 1, got {args.threads}", file=sys.stderr)
         return 2
+    if args.max_body_bytes < 1024:
+        print(f"cgpu-extender: --max-body-bytes must be at least 1024, got {args.max_body_bytes}", file=sys.stderr)
+        return 2
+    if bool(args.tls_cert) != bool(args.tls_key) or (args.client_ca and not args.tls_cert):
+        print("cgpu-extender: --tls-cert and --tls-key go together, and --client-ca needs them", file=sys.stderr)
+        return 2
+    if args.tls_cert:
+        from extender.httpserver import tls_context
+
+        try:
+            tls_context(args.tls_cert, args.tls_key, args.client_ca)  # fail here, clearly
+        except (OSError, ValueError) as exc:
+            print(f"cgpu-extender: cannot use the TLS files: {exc}", file=sys.stderr)
+            return 2
     if args.placeholder_interval <= 0 or args.placeholders_per_pool < 0:
         print("cgpu-extender: --placeholder-interval must be above 0 and --placeholders-per-pool at least 0",
               file=sys.stderr)
@@ -73,13 +95,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         pool_labels = tuple(args.pool_labels or DEFAULT_POOL_LABELS)
         if args.templates:
-            load_templates(args.templates, pool_labels)  # fail here, clearly, rather than inside the worker
+            load_templates(args.templates, pool_labels)  # fail here, clearly, at start
     except TemplatesError as exc:
         print(f"cgpu-extender: {exc}", file=sys.stderr)
         return 2
     if args.cluster:
         try:
-            check(args.cluster)  # fail here, clearly, rather than inside the worker
+            check(args.cluster)  # fail here, clearly, at start
         except ClusterFileError as exc:
             print(f"cgpu-extender: {exc}", file=sys.stderr)
             return 2
@@ -90,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         kubernetes = connect.available(args.kubeconfig) is not None
         if kubernetes:
             try:
-                connect.load(args.kubeconfig)  # fail here, clearly, rather than inside the worker
+                connect.load(args.kubeconfig)  # fail here, clearly, at start
             except connect.ConnectError as exc:
                 print(f"cgpu-extender: {exc}", file=sys.stderr)
                 return 2
@@ -102,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                     placeholder_namespace=args.placeholder_namespace,
                     placeholder_priority_class=args.placeholder_priority_class,
                     placeholder_image=args.placeholder_image, placeholder_interval=args.placeholder_interval,
-                    placeholders_per_pool=args.placeholders_per_pool)
-    ExtenderServer(config, args.host, args.port, threads=args.threads).run()
+                    placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes)
+    ExtenderServer(config, args.host, args.port, threads=args.threads, tls_cert=args.tls_cert,
+                   tls_key=args.tls_key, client_ca=args.client_ca).run()
     return 0

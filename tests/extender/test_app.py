@@ -206,7 +206,7 @@ def test_probes_and_unknown_routes(client):
 def test_internal_fault_is_a_500_with_one_line_and_no_traceback(client, monkeypatch):
     extender = client.application.extensions["cgpu"]
     monkeypatch.setattr(extender.ledger, "check_rows", lambda *a: 1 / 0)
-    reply = client.post(f"{PREFIX}/filter", data=orjson.dumps(args(scheduler_pod())))
+    reply = client.post(f"{PREFIX}/filter", data=orjson.dumps(args(scheduler_pod())), content_type="application/json")
     assert reply.status_code == 500
     assert reply.json == {"Error": "internal error in the GPU-share extender: ZeroDivisionError"}
     assert b"Traceback" not in reply.data

@@ -1,4 +1,4 @@
-"""`cgpu-extender serve` for real: gunicorn, HTTP on loopback, the demo cluster."""
+"""`cgpu-extender serve` for real: our HTTP server, on loopback, the demo cluster."""
 
 import json
 import os
@@ -23,7 +23,7 @@ def free_port() -> int:
 
 def call(url, payload=None):
     data = None if payload is None else json.dumps(payload).encode()
-    with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=5) as reply:
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}), timeout=5) as reply:
         return reply.status, json.loads(reply.read())
 
 

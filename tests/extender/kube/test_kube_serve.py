@@ -1,4 +1,4 @@
-"""`cgpu-extender serve` as a process (gunicorn) on the fake API server: backend selection,
+"""`cgpu-extender serve` as a process (one process) on the fake API server: backend selection,
 binds over HTTP, and a kill -9 between binds that changes nothing."""
 
 import json
@@ -34,7 +34,7 @@ current-context: fake
 def call(url, payload=None):
     data = None if payload is None else json.dumps(payload).encode()
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=5) as reply:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}), timeout=5) as reply:
             return reply.status, json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -55,7 +55,7 @@ class Server:
             return False
 
     def kill(self):
-        """SIGKILL to gunicorn's master (its worker, orphaned, stops when the master is gone)."""
+        """SIGKILL: no shutdown of any kind."""
         self.process.kill()
         self.process.wait(10)
 
