@@ -14,7 +14,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from policy.names import MAX_GIB_PER_GPU, MAX_GPUS_PER_NODE
+from policy.quantity import count_label
 from policy.request import GPURequest
+
+MAX_CONTAINERS = 10_000  # container indices in an allocation annotation
 
 V2_ALLOCATION = "scheduler.framework.gpushare.allocation"
 V2_CORE = "gpushare.alibabacloud.com/core-percentage"
@@ -87,8 +91,10 @@ def _load(raw: str | None) -> dict | None:
         result = {int(c): {int(g): int(v) for g, v in gpus.items()} for c, gpus in data.items()}
     except (ValueError, TypeError, AttributeError):
         return None
-    if any(g < 0 or v < 0 for gpus in result.values() for g, v in gpus.items()):
-        return None
+    if any(not 0 <= c < MAX_CONTAINERS for c in result) or any(
+            not 0 <= g < MAX_GPUS_PER_NODE or not 0 <= v <= MAX_GIB_PER_GPU * 100
+            for gpus in result.values() for g, v in gpus.items()):
+        return None  # out of any node's range: the pod is held back as unaccounted instead
     return result
 
 
@@ -106,9 +112,9 @@ def read(annotations: dict | None, request: GPURequest | None) -> Recovered | No
         return Recovered(memory, core, "v2", gpu_memory, _number(annotations.get(V2_ASSUME_TIME)),
                          annotations.get(V2_ASSIGNED) == "true")
     index, total = annotations.get(V1_INDEX), annotations.get(V1_POD)
-    if index is None or total is None or not str(index).isdigit() or not str(total).isdigit():
+    gpu, total = count_label(index, MAX_GPUS_PER_NODE - 1), count_label(total, MAX_GIB_PER_GPU)
+    if gpu is None or total is None:
         return None
-    gpu = int(index)
     first = request.containers[0].index if request else 0
     core = {}
     if request is not None and request.wants_core:
@@ -119,4 +125,4 @@ def read(annotations: dict | None, request: GPURequest | None) -> Recovered | No
 
 def _number(raw) -> int:
     """A whole number annotation, 0 when absent or malformed."""
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+    return count_label(raw, 2**63 - 1) or 0

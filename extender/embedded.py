@@ -41,7 +41,7 @@ class EmbeddedCluster:
         self._ledger = ledger
         objects, self._objects = self._objects, iter(())
         for obj in objects:
-            kind = obj.get("kind")
+            kind = obj.get("kind") if isinstance(obj, dict) else None
             if kind == "Node":
                 ledger.observe_node(obj)
             elif kind == "ConfigMap":
@@ -54,6 +54,9 @@ class EmbeddedCluster:
         self._ready = True
 
     def _start_pod(self, ledger, pod: dict) -> None:
+        if not all(isinstance(pod.get(k) or {}, dict) for k in ("metadata", "spec", "status")):
+            ledger.observe_pod(pod)  # the ledger lists it as malformed
+            return
         meta = pod.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         node = (pod.get("spec") or {}).get("nodeName")

@@ -52,7 +52,20 @@ def _shown(report: dict, node: str | None) -> list:
 
 
 def _pending(node: dict) -> int:
-    return sum(u["memory"] for u in node.get("unaccounted", []))
+    """GiB requested by the node's unaccounted pods (unreadable requests: what is held)."""
+    return sum(u["memory"] if u["memory"] is not None else max(map(int, u["held"]["memory"].values()), default=0)
+               for u in node.get("unaccounted", []))
+
+
+def _held(node: dict, gpu: int | None = None) -> int:
+    """GiB the ledger holds back for unaccounted pods on one GPU (all GPUs when None):
+    counted in ``used``, shown here under PENDING instead, as ACK's tool shows it."""
+    return sum(int(v) for u in node.get("unaccounted", []) for g, v in u["held"]["memory"].items()
+               if gpu is None or int(g) == gpu)
+
+
+def _used(node: dict) -> int:
+    return node["memory"]["used"] - _held(node) + _pending(node)
 
 
 def _is_core(node: dict) -> bool:
@@ -69,7 +82,7 @@ def render(report: dict, details: bool = False, node: str | None = None) -> str:
     if node and not nodes:
         raise UnknownNode(f"node {node} is unknown or shares no GPU memory")
     lines = _details(nodes) if details else _summary(nodes)
-    used = sum(n["memory"]["used"] + _pending(n) for n in nodes)
+    used = sum(_used(n) for n in nodes)
     total = sum(n["memory"]["total"] for n in nodes)
     cluster = f"{used}/{total} ({_percent(used, total)}%)"
     if details:
@@ -96,11 +109,11 @@ def _summary(nodes: list) -> list:
     for n in nodes:
         cells = [n["name"], n.get("address") or "unknown"]
         gpus = n["gpus"]
-        cells += [f"{g['memory']['used']}/{g['memory']['total']}" for g in gpus]
+        cells += [f"{g['memory']['used'] - _held(n, g['index'])}/{g['memory']['total']}" for g in gpus]
         cells += ["0/0"] * (slots - len(gpus))
         if pending:
             cells.append(str(_pending(n)) if n.get("unaccounted") else "")
-        cells.append(f"{n['memory']['used'] + _pending(n)}/{n['memory']['total']}")
+        cells.append(f"{_used(n)}/{n['memory']['total']}")
         if core:
             cells.append(f"{n['core']['used']}/{n['core']['total']}" if _is_core(n) else "-")
         rows.append(cells)
@@ -116,7 +129,7 @@ def _pod_rows(node: dict) -> list:
             row = pods.setdefault(p["uid"], (p["name"], p["namespace"], {}, 0))
             row[2][gpu["index"]] = (p["memory"], p["core"])
     rows = sorted(pods.values(), key=lambda r: (min(r[2]), r[1], r[0]))
-    rows += [(u["name"], u["namespace"], {}, u["memory"])
+    rows += [(u["name"], u["namespace"], {}, _pending({"unaccounted": [u]}))
              for u in sorted(node.get("unaccounted", []), key=lambda u: (u["namespace"], u["name"]))]
     return rows
 
@@ -138,7 +151,7 @@ def _details(nodes: list) -> list:
             if pending:
                 cells.append(str(waiting))
             table.append(cells + [""])
-        used = n["memory"]["used"] + _pending(n)
+        used = _used(n)
         footer = [["Allocated :", f"{used} ({_percent(used, n['memory']['total'])}%)"],
                   ["Total :", str(n["memory"]["total"])]]
         if core:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +36,7 @@ import numpy as np
 from extender import annotations as A
 from extender.logs import fields, get_logger
 from extender.pending import PendingPods, pod_key
-from policy.allocation import guess, per_gpu, split
+from policy.allocation import per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
 from policy.node import NodeSpec, parse_node, parse_unhealthy_gpus, unhealthy_configmap_node
 from policy.placement import Evaluation, evaluate, gpu_fit
@@ -44,7 +44,8 @@ from policy.pools import DEFAULT_POOL_LABELS, pool_name
 from policy.reasons import MESSAGES
 from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
-from policy.request import GPURequest, InvalidRequest, host_requests, parse_pod_request
+from policy.echo import shown
+from policy.request import GPURequest, InvalidRequest, asks_for_shared_gpu, host_requests, parse_pod_request
 from policy.state import Mark
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -151,11 +152,19 @@ class HostUse:
 
 @dataclass(slots=True)
 class Unaccounted:
+    """A bound pod that asks for shared GPU but says on no annotation which GPU it uses.
+
+    Held back on every GPU of its node (see :meth:`Ledger._hold`): ``memory``
+    and ``core`` are per GPU (None: unknown, the pod's request is malformed, so
+    each GPU is held whole); ``held`` is what is counted on the node's row now.
+    """
     pod: PodRef
     node: str
-    memory: int
-    core: int
+    memory: int | None
+    core: int | None
+    wants_core: bool = False
     reason: str = "bound pod requests shared GPU but carries no allocation annotation"
+    held: tuple = ()  # ({gpu: GiB}, {gpu: compute}) counted on the row
 
 
 @dataclass(frozen=True)
@@ -177,6 +186,9 @@ class _Counters:
     by_reason: dict = field(default_factory=lambda: defaultdict(int))
 
 
+MAX_MALFORMED = 1000  # malformed objects listed in inspect
+
+
 class Ledger:
     """Allocation records and the arrays they sum to (see module doc)."""
 
@@ -187,6 +199,7 @@ class Ledger:
         self._allocations: dict[str, Allocation] = {}
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
+        self._malformed: OrderedDict = OrderedDict()  # (kind, name) → problem, the latest MAX_MALFORMED
         self.pending = PendingPods()
         self._host: dict[str, HostUse] = {}
         self._host_by_node: dict[str, dict[str, HostUse]] = defaultdict(dict)
@@ -335,7 +348,7 @@ class Ledger:
         self._count_host(uid, None)
         allocation = self._allocations.get(uid)
         if allocation is None:
-            self._unaccounted.pop(uid, None)
+            self._unhold(uid)
             return None
         with self.node_lock(allocation.node), self.state.lock:
             allocation = self._allocations.pop(uid, None)
@@ -379,11 +392,21 @@ class Ledger:
                              allocation.wants_core, sign)
 
     # -- cluster events --------------------------------------------------------
-    def observe_node(self, node: dict) -> NodeSpec:
-        """A node was added or changed: rebuild its row, keep counting its pods."""
-        name = (node.get("metadata") or {}).get("name") or ""
+    def observe_node(self, node: dict) -> NodeSpec | None:
+        """A node was added or changed: rebuild its row, keep counting its pods. A Node
+        this cannot read is logged, listed in inspect and skipped (None)."""
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name or len(name) > 253:
+            self._note_malformed("Node", node, "metadata.name is not a name")
+            return None
+        try:
+            kept = _kept(node)
+        except (TypeError, ValueError, AttributeError) as exc:
+            self._note_malformed("Node", node, f"{type(exc).__name__}: {shown(str(exc), 200)}")
+            return None
         with self.node_lock(name):
-            self._nodes[name] = _kept(node)
+            self._nodes[name] = kept
             return self._set_node(name)
 
     def _set_node(self, name: str) -> NodeSpec:
@@ -396,6 +419,9 @@ class Ledger:
                     self._apply(allocation, +1)
                 for use in self._host_by_node.get(name, {}).values():
                     self.state.add_host_usage(name, use.cpu, use.memory)
+            for item in self._unaccounted.values():
+                if item.node == name and (is_new or not item.held):
+                    self._apply_hold(item)
         return spec
 
     def node_objects(self) -> list:
@@ -404,8 +430,8 @@ class Ledger:
 
     def snapshot(self, without_namespace: str | None = None):
         """A copy of the cluster state, as if the allocations of pods in ``without_namespace`` were not
-        there, and with the GPU use of unaccounted pods counted where it most likely is
-        (:func:`policy.allocation.guess`): what the autoscaling plan places pods on.
+        there, with unaccounted pods held as filter holds them (every GPU of their node):
+        what the autoscaling plan places pods on.
 
         Taken under the state's lock, which every change of records and arrays
         holds, so the copy and the records it subtracts agree.
@@ -417,16 +443,9 @@ class Ledger:
                     if allocation.pod.namespace == without_namespace:
                         copy.add_usage(allocation.node, allocation.memory_per_gpu, allocation.core_per_gpu,
                                        allocation.wants_core, -1)
-        for item in list(self._unaccounted.values()):
-            row = copy.index.get(item.node, -1)
-            if row < 0 or item.pod.namespace == without_namespace:
-                continue
-            n = int(copy.array("gpu_count")[row])
-            usable = copy.array("healthy")[row, :n]
-            memory, core = guess(np.where(usable, copy.array("mem_free")[row, :n], 0),
-                                 np.where(usable, copy.array("core_free")[row, :n], 0),
-                                 copy.array("full")[row, :n], item.memory, item.core)
-            copy.add_usage(item.node, memory, core, item.core > 0)
+                for item in self._unaccounted.values():
+                    if item.pod.namespace == without_namespace and item.held:
+                        copy.add_usage(item.node, *item.held, item.wants_core, -1)
         return copy
 
     def forget_node(self, name: str) -> None:
@@ -449,7 +468,41 @@ class Ledger:
                 self._set_node(node)
 
     def observe_pod(self, pod: dict) -> None:
-        """A pod was added or changed: count it, confirm it, or release it."""
+        """A pod was added or changed: count it, confirm it, or release it.
+
+        A pod this cannot read (a field of the wrong type, a value out of any
+        node's range) is logged and listed in inspect (``malformedObjects``),
+        never fatal; if it is bound and asks for shared GPU it is held back
+        as unaccounted, whole GPUs when its request is unreadable."""
+        if not isinstance(pod, dict) or not isinstance(pod.get("metadata") or {}, dict) \
+                or not isinstance(pod.get("spec") or {}, dict) or not isinstance(pod.get("status") or {}, dict):
+            self._note_malformed("Pod", pod, "metadata, spec or status is not an object")
+            return
+        name = (pod.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            self._note_malformed("Pod", pod, "metadata.name is not a name")
+            return
+        try:
+            self._observe_pod(pod)
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
+            self._note_malformed("Pod", pod, f"{type(exc).__name__}: {shown(str(exc), 200)}")
+
+    def _note_malformed(self, kind: str, item, problem: str) -> None:
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        name = "/".join(v for v in (meta.get("namespace"), meta.get("name")) if isinstance(v, str)) or "?"
+        key = (kind, name[:253])
+        self._malformed.pop(key, None)
+        self._malformed[key] = problem
+        while len(self._malformed) > MAX_MALFORMED:
+            self._malformed.popitem(last=False)
+        get_logger().warning("malformed object skipped", extra=fields(kind=kind, name=key[1], problem=problem))
+
+    def malformed(self) -> list:
+        """The objects that could not be read, latest last (at most MAX_MALFORMED)."""
+        return [{"kind": k, "name": n, "problem": p} for (k, n), p in list(self._malformed.items())]
+
+    def _observe_pod(self, pod: dict) -> None:
         ref = PodRef.of(pod)
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
@@ -469,20 +522,19 @@ class Ledger:
         if existing is not None:
             existing.confirmed = True
             return
+        invalid = None
         try:
             request = parse_pod_request(pod)
-        except InvalidRequest:
-            request = None
-        recovered = A.read((pod.get("metadata") or {}).get("annotations"), request)
+        except InvalidRequest as exc:
+            request, invalid = None, str(exc)
+        annotations = (pod.get("metadata") or {}).get("annotations")
+        recovered = A.read(annotations if isinstance(annotations, dict) else None, request)
         if recovered is None:
-            if request is not None and ref.uid not in self._unaccounted:
-                self.counters.unaccounted_seen += 1
-                self._unaccounted[ref.uid] = Unaccounted(ref, node, request.memory, request.core)
-                get_logger().warning("unaccounted GPU use", extra=fields(
-                    pod=str(ref), uid=ref.uid, node=node, memory=request.memory, core=request.core,
-                    reason=self._unaccounted[ref.uid].reason))
+            if (request is not None or invalid is not None and asks_for_shared_gpu(pod)) \
+                    and ref.uid not in self._unaccounted:
+                self._hold(ref, node, request, invalid)
             return
-        self._unaccounted.pop(ref.uid, None)
+        self._unhold(ref.uid)
         if request is not None:
             wants_core = request.wants_core
         else:
@@ -515,7 +567,52 @@ class Ledger:
         """A pod was deleted."""
         self.pending.forget(uid)
         self.release(uid)
-        self._unaccounted.pop(uid, None)
+        self._unhold(uid)
+
+    # -- unaccounted pods: held back on every GPU of their node ---------------
+    def _hold(self, ref: PodRef, node: str, request: GPURequest | None, invalid: str | None) -> None:
+        """Count an unaccounted pod on its node, conservatively: its per-GPU request
+        on *every* GPU of the node (the whole GPU when the request is unreadable),
+        each GPU one pod more, and its kind (memory only, or memory and compute)
+        for the no-mixing rule. Whichever GPU the pod really uses, the node is then
+        never filled past what it has."""
+        if request is not None:
+            item = Unaccounted(ref, node, request.memory_per_gpu, request.core_per_gpu if request.wants_core else 0,
+                               request.wants_core)
+        else:
+            item = Unaccounted(ref, node, None, None, False,
+                               reason=f"bound pod asks for shared GPU with a request that cannot be read "
+                                      f"({shown(invalid, 200)}); each GPU of the node is held whole")
+        self.counters.unaccounted_seen += 1
+        with self.node_lock(node), self.state.lock:
+            self._unaccounted[ref.uid] = item
+            self._apply_hold(item)
+        get_logger().warning("unaccounted GPU use", extra=fields(
+            pod=str(ref), uid=ref.uid, node=node, memory=item.memory, core=item.core, reason=item.reason))
+
+    def _apply_hold(self, item: Unaccounted) -> None:
+        """Count ``item`` on its node's row as it is now (under the state's lock)."""
+        state = self.state
+        row = state.index.get(item.node, -1)
+        if row < 0:
+            item.held = ()
+            return
+        n = int(state.array("gpu_count")[row])
+        totals, cores = state.array("mem_total")[row, :n].tolist(), state.array("core_total")[row, :n].tolist()
+        memory = {g: t if item.memory is None else min(item.memory, t) for g, t in enumerate(totals)}
+        core = {g: c if item.core is None else min(item.core, c) for g, c in enumerate(cores)
+                if item.core is None and c or item.core}
+        state.add_usage(item.node, memory, core, item.wants_core)
+        item.held = (memory, core)
+
+    def _unhold(self, uid: str) -> None:
+        item = self._unaccounted.get(uid)
+        if item is None:
+            return
+        with self.node_lock(item.node), self.state.lock:
+            if self._unaccounted.pop(uid, None) is not None and item.held:
+                self.state.add_usage(item.node, *item.held, item.wants_core, -1)
+                item.held = ()
 
     def host_use(self, uid: str) -> HostUse | None:
         """The CPU and host memory counted for a pod, if any."""
@@ -591,6 +688,7 @@ class Ledger:
             "nodes": nodes,
             "summary": self.summary(),
             "allocationsOnUnknownNodes": orphans,
+            "malformedObjects": self.malformed(),
             "unaccountedOnUnknownNodes": [_unaccounted_json(u) for items in unaccounted_by_node.values()
                                           for u in items],
         }
@@ -617,5 +715,9 @@ def _kept(node: dict) -> dict:
 
 
 def _unaccounted_json(item: Unaccounted) -> dict:
+    """``memory``/``core``: the pod's request per GPU (null: unreadable); ``held``: what is
+    counted for it on each GPU of its node (GPU index → amount)."""
+    memory, core = item.held or ({}, {})
     return {"namespace": item.pod.namespace, "name": item.pod.name, "uid": item.pod.uid, "node": item.node,
-            "memory": item.memory, "core": item.core, "reason": item.reason}
+            "memory": item.memory, "core": item.core, "reason": item.reason,
+            "held": {"memory": {str(g): v for g, v in memory.items()}, "core": {str(g): v for g, v in core.items()}}}

@@ -257,6 +257,18 @@ def request_fields(pod: dict) -> tuple:
             spec.get("affinity"), labels.get(POD_GPU_COUNT), labels.get(POD_PLACEMENT))
 
 
+def asks_for_shared_gpu(pod: dict) -> bool:
+    """Whether any container names a shared-GPU resource, however malformed the rest."""
+    spec = _object(_object(pod).get("spec"))
+    containers = spec.get("containers")
+    for container in containers if isinstance(containers, list) else ():
+        resources = _object(_object(container).get("resources"))
+        for source in (resources.get("limits"), resources.get("requests")):
+            if isinstance(source, dict) and (GPU_MEM in source or GPU_CORE in source):
+                return True
+    return False
+
+
 def parse_pod_request(pod: dict) -> GPURequest | None:
     """Read and validate the shared-GPU request of a v1 Pod (see module doc)."""
     found = []

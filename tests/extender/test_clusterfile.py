@@ -27,7 +27,6 @@ def test_json_is_yaml_too():
 
 @pytest.mark.parametrize("text, message", [
     ("a: [", "not valid YAML"), ("- 1\n- 2\n", "expected Kubernetes objects"),
-    ("kind: Node\nmetadata: {}\n", "a Node has no metadata.name"),
 ])
 def test_errors_name_the_file_and_the_problem(text, message):
     with pytest.raises(ClusterFileError, match=message):
