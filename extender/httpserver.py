@@ -23,7 +23,10 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
 * one process, so one ledger: a second process would keep a second,
   disagreeing ledger and double-allocate GPUs;
 * optional TLS, with client certificates verified against a CA when one is
-  given (kube-scheduler's extender ``tlsConfig``).
+  given (kube-scheduler's extender ``tlsConfig``), and then optionally a second,
+  plain-HTTP port (``probe_port``) that answers only ``GET`` of ``healthz``,
+  ``readyz`` and ``metrics`` — for the kubelet's probes and Prometheus, which
+  carry no client certificate; everything else there is 404.
 
 The slow-client figures are in ``benchmarks/RESULTS.md`` (``benchmarks.slowclients``).
 """
@@ -31,6 +34,7 @@ The slow-client figures are in ``benchmarks/RESULTS.md`` (``benchmarks.slowclien
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import signal
 import ssl
@@ -45,6 +49,7 @@ import h11
 from extender.logs import fields, get_logger
 
 SERVER = b"cgpu-extender"
+PROBE_PATHS = (b"/healthz", b"/readyz", b"/metrics")  # what the plain probe port serves (path endings)
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,8 @@ class HTTPServer:
     """Serves one WSGI app (see module doc). :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`."""
 
     def __init__(self, app, host: str, port: int, threads: int = 8, limits: Limits = Limits(),
-                 ssl_context: ssl.SSLContext | None = None):
-        self.app, self.host, self.port = app, host, port
+                 ssl_context: ssl.SSLContext | None = None, probe_port: int | None = None):
+        self.app, self.host, self.port, self.probe_port = app, host, port, probe_port
         self.limits, self.ssl_context = limits, ssl_context
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="request")
         self._budget = _Budget(limits.inflight_bytes)
@@ -128,27 +133,36 @@ class HTTPServer:
             ssl_handshake_timeout=self.limits.handshake_seconds if self.ssl_context else None,
             limit=self.limits.header_bytes)
         self.port = server.sockets[0].getsockname()[1]
-        self.log.info("serving", extra=fields(host=self.host, port=self.port, tls=self.ssl_context is not None,
+        servers = [server]
+        if self.probe_port is not None:
+            probes = await asyncio.start_server(functools.partial(self._connection, probe_only=True), self.host,
+                                                self.probe_port, limit=self.limits.header_bytes)
+            self.probe_port = probes.sockets[0].getsockname()[1]
+            servers.append(probes)
+        self.log.info("serving", extra=fields(host=self.host, port=self.port, probe_port=self.probe_port,
+                                               tls=self.ssl_context is not None,
                                                client_certificates=bool(self.ssl_context
                                                                         and self.ssl_context.verify_mode
                                                                         == ssl.CERT_REQUIRED)))
         self.started.set()
-        async with server:
-            await self._stopped.wait()
-            server.close()
-            await server.wait_closed()
+        await self._stopped.wait()
+        for listening in servers:
+            listening.close()
+        for listening in servers:
+            await listening.wait_closed()
         self._pool.shutdown(wait=True)
         self.log.info("stopped serving", extra=fields(port=self.port))
 
     # -- one connection ---------------------------------------------------------
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                          probe_only: bool = False) -> None:
         if self._open >= self.limits.connections:
             writer.close()
             return
         self._open += 1
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.header_bytes)
         try:
-            while await self._one_request(conn, reader, writer):
+            while await self._one_request(conn, reader, writer, probe_only):
                 conn.start_next_cycle()
         except (ConnectionError, asyncio.TimeoutError, ssl.SSLError, OSError):
             pass
@@ -178,7 +192,7 @@ class HTTPServer:
                 raise _Refused(431, f"request line and headers are longer than the limit ({most} bytes)")
             conn.receive_data(data)  # b"" is the end of the stream
 
-    async def _one_request(self, conn, reader, writer) -> bool:
+    async def _one_request(self, conn, reader, writer, probe_only: bool = False) -> bool:
         """Serve one request on ``conn``; True when the connection may serve another."""
         loop = asyncio.get_running_loop()
         limits = self.limits
@@ -193,6 +207,8 @@ class HTTPServer:
             if head.http_version not in (b"1.0", b"1.1"):
                 raise _Refused(505, f"HTTP/{head.http_version.decode('ascii', 'replace')[:8]} is not served: "
                                     "HTTP/1.1 only")
+            if probe_only and (head.method != b"GET" or not head.target.partition(b"?")[0].endswith(PROBE_PATHS)):
+                raise _Refused(404, "this port serves only GET healthz, readyz and metrics")
             body = await self._body(conn, reader, head)
         except h11.RemoteProtocolError as exc:
             await self._refuse(conn, writer, exc.error_status_hint, f"malformed HTTP request: {exc}")

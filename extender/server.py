@@ -18,11 +18,13 @@ from extender.logs import configure
 
 class ExtenderServer:
     def __init__(self, config: Config, host: str, port: int, threads: int = 8, factory=create_app,
-                 tls_cert: str | None = None, tls_key: str | None = None, client_ca: str | None = None):
+                 tls_cert: str | None = None, tls_key: str | None = None, client_ca: str | None = None,
+                 probe_port: int | None = None):
         self._config = config
         self._factory = factory
         self._host, self._port, self._threads = host, port, threads
         self._tls = (tls_cert, tls_key, client_ca) if tls_cert else None
+        self._probe_port = probe_port
         self.http: HTTPServer | None = None
 
     def run(self) -> None:
@@ -30,7 +32,8 @@ class ExtenderServer:
         context = tls_context(*self._tls) if self._tls else None
         app = self._factory(self._config)
         self.http = HTTPServer(app, self._host, self._port, threads=self._threads,
-                               limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context)
+                               limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context,
+                               probe_port=self._probe_port)
         try:
             self.http.run()
         finally:

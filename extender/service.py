@@ -36,7 +36,7 @@ from extender.replies import ReplyWriter
 from extender.stranded import StrandedMeter, annotate
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
-from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request,
+from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
                             request_fields)
 from policy.shapes import ShapeMix
 
@@ -58,13 +58,16 @@ class Seen:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         self.pod = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
-                    "spec": {k: spec[k] for k in _KEPT_SPEC if k in spec}}
+                    "spec": {k: slim_containers(spec[k]) if k in _CONTAINER_LISTS else spec[k]
+                             for k in _KEPT_SPEC if k in spec}}
         self.version = meta.get("resourceVersion")
         self.request = request
 
 
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
 _KEPT_SPEC = ("containers", "initContainers", "overhead")
+_CONTAINER_LISTS = ("containers", "initContainers")  # kept as name and resources only (no env, no command)
+MAX_FIELDS_KEY = 64 * 1024  # bytes: a pod whose parsed fields are larger is parsed, not remembered by them
 _UNKNOWN = object()
 
 
@@ -136,6 +139,8 @@ class Extender:
         try:
             fields_key = orjson.dumps(request_fields(pod))
         except TypeError:  # not JSON-encodable as it stands: parse it, keep nothing
+            fields_key = None
+        if fields_key is not None and len(fields_key) > MAX_FIELDS_KEY:
             fields_key = None
         parsed = self._by_fields.get(fields_key, _UNKNOWN) if fields_key is not None else _UNKNOWN
         if parsed is _UNKNOWN:

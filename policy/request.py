@@ -253,8 +253,15 @@ def request_fields(pod: dict) -> tuple:
     replicas of one workload) have the same request, or break the same rule."""
     spec = _object(_object(pod).get("spec"))
     labels = _labels(pod)
-    return (spec.get("containers"), spec.get("initContainers"), spec.get("overhead"), spec.get("nodeSelector"),
-            spec.get("affinity"), labels.get(POD_GPU_COUNT), labels.get(POD_PLACEMENT))
+    return (slim_containers(spec.get("containers")), slim_containers(spec.get("initContainers")), spec.get("overhead"),
+            spec.get("nodeSelector"), spec.get("affinity"), labels.get(POD_GPU_COUNT), labels.get(POD_PLACEMENT))
+
+
+def slim_containers(containers):
+    """Of each container, what parsing reads (name and resources; not its env or command)."""
+    if not isinstance(containers, list):
+        return containers
+    return [{k: c[k] for k in ("name", "resources") if k in c} if isinstance(c, dict) else c for c in containers]
 
 
 def asks_for_shared_gpu(pod: dict) -> bool:

@@ -58,6 +58,9 @@ def register(subparsers) -> None:
     parser.add_argument("--client-ca", metavar="FILE",
                         help="with --tls-cert: accept only clients whose certificate this CA signed "
                              "(kube-scheduler's extender tlsConfig certFile/keyFile)")
+    parser.add_argument("--probe-port", type=int, metavar="PORT",
+                        help="also serve GET healthz, readyz and metrics (nothing else) in plain HTTP on this "
+                             "port: for the kubelet's probes and Prometheus when --client-ca is set")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(run=run)
 
@@ -73,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.threads < 1:
         print(f"cgpu-extender: --threads must be at least 1, got {args.threads}", file=sys.stderr)
+        return 2
+    if args.probe_port is not None and (not 0 < args.probe_port < 65536 or args.probe_port == args.port):
+        print(f"cgpu-extender: --probe-port must be 1..65535 and not --port, got {args.probe_port}", file=sys.stderr)
         return 2
     if args.max_body_bytes < 1024:
         print(f"cgpu-extender: --max-body-bytes must be at least 1024, got {args.max_body_bytes}", file=sys.stderr)
@@ -126,5 +132,5 @@ def run(args: argparse.Namespace) -> int:
                     placeholder_image=args.placeholder_image, placeholder_interval=args.placeholder_interval,
                     placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes)
     ExtenderServer(config, args.host, args.port, threads=args.threads, tls_cert=args.tls_cert,
-                   tls_key=args.tls_key, client_ca=args.client_ca).run()
+                   tls_key=args.tls_key, client_ca=args.client_ca, probe_port=args.probe_port).run()
     return 0

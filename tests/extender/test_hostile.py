@@ -348,3 +348,17 @@ def test_a_stalled_socket_is_closed_at_its_deadline(served):
         started = time.monotonic()
         assert s.recv(100) == b""  # closed by the server (header deadline: 2 s here)
         assert time.monotonic() - started < 9
+
+
+def test_what_filter_remembers_of_a_pod_is_what_bind_needs_not_its_env():
+    extender = build_extender(Config())
+    client = create_app(Config(), extender=extender).test_client()
+    for i in range(20):
+        p = scheduler_pod(name=f"env-{i}", uid=f"uid-env-{i}")
+        p["spec"]["containers"][0]["env"] = [{"name": "BLOB", "value": "x" * 1_000_000}]
+        p["spec"]["containers"][0]["command"] = ["y" * 100_000]
+        client.post(f"{PREFIX}/filter", data=orjson.dumps({"Pod": p, "NodeNames": NODES}),
+                    content_type="application/json")
+    kept = [extender.pods.get(f"uid-env-{i}").pod for i in range(20)]
+    assert all(len(orjson.dumps(pod)) < 2000 for pod in kept)
+    assert all(len(key) < 2000 for key in extender._by_fields._items)

@@ -97,7 +97,10 @@ def test_scheduler_configuration_follows_the_extender_rules(where, config):
     (extender,) = extenders
     assert set(extender) <= EXTENDER_FIELDS, set(extender) - EXTENDER_FIELDS
     url = urlparse(extender["urlPrefix"])
-    assert url.scheme == "http" and not extender["enableHTTPS"] and url.port and url.path == "/cgpu-scheduler"
+    assert url.port and url.path == "/cgpu-scheduler"
+    assert (url.scheme == "https") == extender["enableHTTPS"] is ("tlsConfig" in extender)
+    if extender["enableHTTPS"]:  # mutual TLS: kube-scheduler's client certificate, the CA of the extender's
+        assert set(extender["tlsConfig"]) == {"certFile", "keyFile", "caFile"}
     assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == ("filter", "prioritize",
                                                                                           "bind")
     assert isinstance(extender["weight"], int) and extender["weight"] > 0
@@ -231,3 +234,31 @@ def test_placeholder_variant_grants_pod_writes_in_its_own_namespace_only():
     # below every pod without a PriorityClass (0), not below cluster-autoscaler's default expendable cutoff (-10)
     assert priority["metadata"]["name"] == defaults.placeholder_priority_class
     assert -10 <= priority["value"] < 0 and priority["globalDefault"] is False
+
+
+def test_tls_variant_serves_https_to_client_certificates_and_probes_on_a_plain_port():
+    docs = documents(MANIFESTS / "tls" / "extender.yaml")
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    service = next(d for d in docs if d["kind"] == "Service")
+    container = containers_of(deployment)["cgpu-extender"]
+    args = build_parser().parse_args(container["args"])
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    for path in (args.tls_cert, args.tls_key, args.client_ca):
+        assert path.startswith(mounts["tls"] + "/")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "cgpu-extender-tls"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"https": args.port, "probes": args.probe_port}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "probes" and "scheme" not in container[probe]["httpGet"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert int(annotations["prometheus.io/port"]) == args.probe_port
+    config = yaml.safe_load((MANIFESTS / "tls" / "scheduler-config.yaml").read_text())
+    url = urlparse(config["extenders"][0]["urlPrefix"])
+    assert url.scheme == "https" and url.port == service["spec"]["ports"][0]["port"] == args.port
+    policy = yaml.safe_load((MANIFESTS / "tls" / "networkpolicy.yaml").read_text())
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"][
+        "labels"].items()
+    verbs, probes = policy["spec"]["ingress"]
+    assert verbs["from"] and [p["port"] for p in verbs["ports"]] == [args.port]
+    assert "from" not in probes and [p["port"] for p in probes["ports"]] == [args.probe_port]
