@@ -118,6 +118,11 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     def prioritize():
         return Response(extender.prioritize(request.get_data()), mimetype=JSON)
 
+    @routes.post("/preempt")
+    def preempt():
+        body, status = extender.preempt(request.get_data())
+        return Response(body, status=status, mimetype=JSON)
+
     @routes.post("/bind")
     def bind():
         return Response(extender.bind(request.get_data()), mimetype=JSON)

@@ -83,7 +83,7 @@ class Allocation:
     """
 
     __slots__ = ("pod", "node", "shares", "wants_core", "gpu_memory", "assume_ns", "source", "assigned",
-                 "confirmed", "committed", "containers")
+                 "confirmed", "committed", "containers", "priority", "start", "labels")
 
     def __init__(self, pod: PodRef, node: str, memory: dict, core: dict, wants_core: bool, gpu_memory: int,
                  assume_ns: int, source: str, assigned: bool = False, confirmed: bool = False,
@@ -101,6 +101,9 @@ class Allocation:
         self.confirmed = confirmed  # the cluster has shown the pod bound to ``node``
         self.committed = False  # the cluster accepted our binding to ``node``
         self.containers = containers  # ((container index, name), ...), one tuple shared by a workload's pods
+        self.priority = 0  # the pod's spec.priority (preemption)
+        self.start = ""  # its status.startTime, else creationTimestamp (RFC 3339; preemption evicts the youngest)
+        self.labels = None  # its labels (PodDisruptionBudgets select by them), None when it has none
 
     def container_name(self, index: int) -> str:
         """The name of the pod's container at ``index`` (its index as text when not known)."""
@@ -302,11 +305,21 @@ class Ledger:
     def allocations(self) -> list:
         return list(self._allocations.values())
 
+    def residents(self, node: str) -> tuple | None:
+        """``(row view, [Allocation, ...])`` of one node for preemption, read together under
+        the state's lock; None when the node is unknown."""
+        with self.state.lock:
+            row = self.state.index.get(node, -1)
+            if row < 0:
+                return None
+            return self.state.view(np.array([row])), list(self._by_node.get(node, {}).values())
+
     def unaccounted(self) -> list:
         return list(self._unaccounted.values())
 
     # -- bind ------------------------------------------------------------------
-    def reserve(self, pod: PodRef, request: GPURequest, node: str, assume_ns: int) -> tuple[Allocation, bool]:
+    def reserve(self, pod: PodRef, request: GPURequest, node: str, assume_ns: int,
+                priority: int = 0, start: str = "") -> tuple[Allocation, bool]:
         """Check the fit on ``node`` and record the allocation, atomically per node.
 
         Returns ``(allocation, created)``; ``created`` is False when the pod was
@@ -337,6 +350,7 @@ class Ledger:
             allocation = Allocation(pod, node, memory, core, request.wants_core, spec.memory_per_gpu, assume_ns,
                                     "bind", containers=self._container_names(
                                         (c.index, c.name) for c in request.containers))
+            allocation.priority, allocation.start = priority, start
             self._record(allocation)
             self.pending.forget(pod.uid)
             self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
@@ -521,6 +535,8 @@ class Ledger:
         self._count_host(ref.uid, HostUse(node, cpu, memory))
         if existing is not None:
             existing.confirmed = True
+            existing.priority, existing.start = priority_and_start(pod)
+            existing.labels = labels_of(pod)
             return
         invalid = None
         try:
@@ -548,9 +564,12 @@ class Ledger:
                 return
             spec = self.state.specs.get(node)
             gpu_memory = recovered.gpu_memory or (spec.memory_per_gpu if spec else 0)
-            self._record(Allocation(ref, node, recovered.memory, recovered.core, wants_core, gpu_memory,
+            allocation = Allocation(ref, node, recovered.memory, recovered.core, wants_core, gpu_memory,
                                     recovered.assume_ns, recovered.source, recovered.assigned, confirmed=True,
-                                    containers=names))
+                                    containers=names)
+            allocation.priority, allocation.start = priority_and_start(pod)
+            allocation.labels = labels_of(pod)
+            self._record(allocation)
             self.counters.recovered += 1
 
     def confirm(self, uid: str, node: str) -> bool:
@@ -697,6 +716,22 @@ class Ledger:
 def _internal_ip(node: dict | None) -> str | None:
     addresses = ((node or {}).get("status") or {}).get("addresses") or []
     return next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
+
+
+def priority_and_start(pod: dict) -> tuple[int, str]:
+    """A pod's ``spec.priority`` (0 when unset or unreadable) and its start: ``status.startTime``,
+    else ``metadata.creationTimestamp`` ("" when neither)."""
+    spec, status, meta = (pod.get(k) if isinstance(pod.get(k), dict) else {} for k in ("spec", "status", "metadata"))
+    priority = spec.get("priority")
+    priority = priority if isinstance(priority, int) and not isinstance(priority, bool) and \
+        -2**31 <= priority < 2**31 else 0
+    start = status.get("startTime") or meta.get("creationTimestamp") or ""
+    return priority, start if isinstance(start, str) else ""
+
+
+def labels_of(pod: dict) -> dict | None:
+    labels = (pod.get("metadata") or {}).get("labels")
+    return {k: v for k, v in labels.items() if isinstance(v, str)} or None if isinstance(labels, dict) else None
 
 
 def _kept(node: dict) -> dict:

@@ -28,7 +28,8 @@ import orjson
 
 from extender import wire
 from extender.cluster import ClusterError
-from extender.ledger import BindRejected, Ledger, PodRef
+from extender.budgets import violations
+from extender.ledger import BindRejected, Ledger, PodRef, labels_of, priority_and_start
 from extender.nodelists import NodeLists
 from extender.outcomes import Outcomes
 from extender.planning import PlanCache, Planned, PlanSettings, plan_of
@@ -39,6 +40,7 @@ from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
                             request_fields)
 from policy.shapes import ShapeMix
+from policy.victims import Resident, keep_proposal, select
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
 
@@ -57,15 +59,15 @@ class Seen:
     def __init__(self, pod: dict, request):
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
-        self.pod = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
-                    "spec": {k: slim_containers(spec[k]) if k in _CONTAINER_LISTS else spec[k]
-                             for k in _KEPT_SPEC if k in spec}}
+        kept_spec = {} if isinstance(request, InvalidRequest) else {  # bind refuses it: keep only who it is
+            k: slim_containers(spec[k]) if k in _CONTAINER_LISTS else spec[k] for k in _KEPT_SPEC if k in spec}
+        self.pod = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta}, "spec": kept_spec}
         self.version = meta.get("resourceVersion")
         self.request = request
 
 
-_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
-_KEPT_SPEC = ("containers", "initContainers", "overhead")
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
+_KEPT_SPEC = ("containers", "initContainers", "overhead", "priority")
 _CONTAINER_LISTS = ("containers", "initContainers")  # kept as name and resources only (no env, no command)
 MAX_FIELDS_KEY = 64 * 1024  # bytes: a pod whose parsed fields are larger is parsed, not remembered by them
 _UNKNOWN = object()
@@ -147,7 +149,9 @@ class Extender:
             try:
                 parsed = parse_pod_request(pod)
             except InvalidRequest as exc:
-                parsed = exc
+                # kept in caches: without its traceback, whose frames hold the whole request
+                parsed = exc.with_traceback(None)
+                parsed.__context__ = parsed.__cause__ = None
             if fields_key is not None:
                 self._by_fields.put(fields_key, parsed)
         return parsed
@@ -222,6 +226,57 @@ class Extender:
         return self.replies.prioritize(args, rows, layout, evaluation, request.placement_key)
 
     # -- bind ------------------------------------------------------------------
+    # -- preempt -----------------------------------------------------------------
+    def preempt(self, body: bytes) -> tuple[bytes, int]:
+        """The ``ExtenderPreemptionResult`` for an ``ExtenderPreemptionArgs`` body, encoded, and
+        the HTTP status (400 with an ``Error`` for a body that is not one: the result has no
+        field for it).
+
+        Per candidate node: kube-scheduler's victims when taking them out makes the pod
+        fit its GPUs (they may also free CPU or memory it needs); else the victims
+        :func:`policy.victims.select` finds among the node's pods of lower priority;
+        the node is left out when no set of them makes room. A pod that asks for no
+        shared GPU keeps kube-scheduler's answer; an invalid one gets no node."""
+        try:
+            args = wire.parse_preemption_args(body)
+        except wire.WireError as exc:
+            self.log.warning("preempt: bad request", extra=fields(error=str(exc)))
+            return wire.encode({"Error": str(exc)}), 400
+        if not self.ready():
+            return wire.encode({"Error": NOT_SYNCED}), 503
+        parsed = self._parsed(args.pod)
+        if parsed is None:
+            return wire.encode(wire.preemption_reply(args.victims)), 200
+        if isinstance(parsed, InvalidRequest):
+            return wire.encode(wire.preemption_reply({})), 200
+        priority, _ = priority_and_start(args.pod)
+        budgets = None
+        result = {}
+        for node, (proposed, counted) in args.victims.items():
+            found = self.ledger.residents(node)
+            if found is None:
+                continue
+            row, allocations = found
+            residents = [Resident(a.pod.uid, a.priority, a.start, a.memory_per_gpu, a.core_per_gpu, a.wants_core)
+                         for a in allocations]
+            chosen = keep_proposal(row, parsed, residents, proposed)
+            if chosen is not None:
+                if proposed:
+                    result[node] = (proposed, counted)
+                continue
+            if budgets is None:
+                budgets = self.cluster.disruption_budgets() if hasattr(self.cluster, "disruption_budgets") else []
+            by_uid = {a.pod.uid: a for a in allocations}
+            disrupts = dict(zip(by_uid, violations([(a.pod.namespace, a.labels) for a in allocations], budgets)))
+            residents = [Resident(r.uid, r.priority, r.start, r.memory, r.core, r.wants_core, disrupts[r.uid])
+                         for r in residents]
+            victims = select(row, parsed, priority, residents)
+            if victims:
+                result[node] = (list(victims), sum(disrupts[u] for u in victims))
+        self.log.info("preempt", extra=fields(pod=str(PodRef.of(args.pod)), candidates=len(args.victims),
+                                              kept=len(result)))
+        return wire.encode(wire.preemption_reply(result)), 200
+
     def bind(self, body: bytes) -> bytes:
         try:
             args = wire.parse_binding_args(body)
@@ -268,7 +323,9 @@ class Extender:
         allocation, created = None, False
         if request is not None:
             try:
-                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock())
+                priority, start = priority_and_start(pod)
+                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock(), priority, start)
+                allocation.labels = labels_of(pod)
             except BindRejected as exc:
                 return "refused", str(exc)
         try:

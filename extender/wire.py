@@ -197,6 +197,63 @@ def parse_binding_args(body: bytes) -> BindingArgs:
     return BindingArgs(values["PodName"], values["PodNamespace"] or "default", values["PodUID"], values["Node"])
 
 
+class PreemptionArgs:
+    """A decoded ``ExtenderPreemptionArgs``: the preemptor and, per candidate node, the UIDs
+    kube-scheduler proposes to evict and its count of PodDisruptionBudget violations.
+    Either form is read (``NodeNameToVictims`` with full pods, or ``NodeNameToMetaVictims``);
+    ``pods`` keeps the full victims of the first form by UID."""
+
+    __slots__ = ("pod", "victims", "pods")
+
+    def __init__(self, pod: dict, victims: dict, pods: dict):
+        self.pod, self.victims, self.pods = pod, victims, pods
+
+
+def parse_preemption_args(body: bytes) -> PreemptionArgs:
+    """Decode an ``ExtenderPreemptionArgs`` body."""
+    args = decode(body)
+    if not isinstance(args, dict):
+        raise WireError("request body must be a JSON object (ExtenderPreemptionArgs)")
+    pod = field(args, "Pod")
+    if not isinstance(pod, dict):
+        raise WireError("ExtenderPreemptionArgs.Pod is missing or not an object")
+    _check_pod(pod)
+    meta, full = field(args, "NodeNameToMetaVictims"), field(args, "NodeNameToVictims")
+    given = meta if meta is not None else full
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise WireError("ExtenderPreemptionArgs.NodeNameToMetaVictims / NodeNameToVictims must be an object")
+    victims, pods = {}, {}
+    for node, entry in given.items():
+        if entry is None:
+            entry = {}
+        if not isinstance(entry, dict):
+            raise WireError(f"victims of node {node[:64]!r} must be an object")
+        listed = field(entry, "Pods") or []
+        count = field(entry, "NumPDBViolations") or 0
+        if not isinstance(listed, list) or not isinstance(count, int) or isinstance(count, bool):
+            raise WireError(f"victims of node {node[:64]!r}: Pods must be a list and NumPDBViolations a number")
+        uids = []
+        for item in listed:
+            if not isinstance(item, dict):
+                raise WireError(f"victims of node {node[:64]!r}: a victim is not an object")
+            uid = field(item, "UID") if meta is not None else field(field(item, "metadata") or {}, "uid")
+            if not isinstance(uid, str) or not uid:
+                raise WireError(f"victims of node {node[:64]!r}: a victim has no UID")
+            uids.append(uid)
+            if meta is None:
+                pods[uid] = item
+        victims[node] = (uids, count)
+    return PreemptionArgs(pod, victims, pods)
+
+
+def preemption_reply(victims: dict) -> dict:
+    """An ``ExtenderPreemptionResult``, always the meta form: ``{node: (uids, pdb violations)}``."""
+    return {"NodeNameToMetaVictims": {node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": count}
+                                      for node, (uids, count) in victims.items()}}
+
+
 def filter_reply(names: list, nodes: list | None, failed: dict, unresolvable: dict, error: str = "") -> dict:
     """An ``ExtenderFilterResult``; ``nodes`` is None when the request had names only."""
     return {

@@ -264,6 +264,9 @@ def slim_containers(containers):
     return [{k: c[k] for k in ("name", "resources") if k in c} if isinstance(c, dict) else c for c in containers]
 
 
+MAX_CONTAINER_NAME = 63  # a DNS label, as the API server validates container names
+
+
 def asks_for_shared_gpu(pod: dict) -> bool:
     """Whether any container names a shared-GPU resource, however malformed the rest."""
     spec = _object(_object(pod).get("spec"))
@@ -281,6 +284,9 @@ def parse_pod_request(pod: dict) -> GPURequest | None:
     found = []
     for index, container in enumerate(_containers(pod)):
         name = container.get("name", "")
+        if not isinstance(name, str) or len(name) > MAX_CONTAINER_NAME:
+            raise InvalidRequest(f"malformed pod: container name {shown(name)} is not a name of at most "
+                                 f"{MAX_CONTAINER_NAME} characters")
         raw_mem = _amount(container, GPU_MEM)
         raw_core = _amount(container, GPU_CORE)
         if raw_mem is None and raw_core is None:
