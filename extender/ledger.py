@@ -45,6 +45,7 @@ from policy.reasons import MESSAGES
 from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
 from policy.echo import shown
+from policy.holds import held, rows_held
 from policy.request import GPURequest, InvalidRequest, asks_for_shared_gpu, host_requests, parse_pod_request
 from policy.state import Mark
 
@@ -202,6 +203,7 @@ class Ledger:
         self._allocations: dict[str, Allocation] = {}
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
+        self._nominations: dict[str, tuple] = {}  # uid → (node, priority, GPURequest): preemptors' holds
         self._malformed: OrderedDict = OrderedDict()  # (kind, name) → problem, the latest MAX_MALFORMED
         self.pending = PendingPods()
         self._host: dict[str, HostUse] = {}
@@ -342,6 +344,7 @@ class Ledger:
             result = self._last_choice(request, row) if not self._row_local else None
             if result is None:
                 result = self.evaluate_rows(request, np.array([row]), score=False)
+            result = self.hold_back(request, np.array([row]), result, priority, pod.uid, score=False)
             if not result.feasible[0]:
                 self.counters.rejected += 1
                 raise BindRejected(f"pod {pod} no longer fits on node {node}: {MESSAGES[int(result.reason[0])]}")
@@ -352,6 +355,7 @@ class Ledger:
                                         (c.index, c.name) for c in request.containers))
             allocation.priority, allocation.start = priority, start
             self._record(allocation)
+            self._nominations.pop(pod.uid, None)
             self.pending.forget(pod.uid)
             self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
             self.counters.reserved += 1
@@ -523,10 +527,13 @@ class Ledger:
         node = spec.get("nodeName")
         self.pending.observe(pod)
         if status.get("phase") in TERMINAL_PHASES:
+            self._nominations.pop(ref.uid, None)
             self.release(ref.uid)
             return
         if not node:
+            self._nominate(ref, pod, status.get("nominatedNodeName"))
             return
+        self._nominations.pop(ref.uid, None)
         existing = self._allocations.get(ref.uid)
         if existing is not None and existing.node != node:
             self.release(ref.uid)
@@ -584,9 +591,59 @@ class Ledger:
 
     def forget_pod(self, uid: str) -> None:
         """A pod was deleted."""
+        self._nominations.pop(uid, None)
         self.pending.forget(uid)
         self.release(uid)
         self._unhold(uid)
+
+    # -- nominated pods: room held for preemptors ------------------------------
+    def _nominate(self, ref: PodRef, pod: dict, node) -> None:
+        """Hold room on ``node`` for an unbound pod kube-scheduler nominated there (after a
+        preemption), until it binds, is nominated elsewhere or goes."""
+        request = None
+        if isinstance(node, str) and node:
+            try:
+                request = parse_pod_request(pod)
+            except InvalidRequest:
+                request = None
+        if request is None or request.gpu_count == 0:
+            self._nominations.pop(ref.uid, None)
+            return
+        self._nominations[ref.uid] = (node, priority_and_start(pod)[0], request)
+
+    def nominations(self) -> dict:
+        """uid → (node, priority, GPURequest) of the pods nominated to a node."""
+        return dict(self._nominations)
+
+    def hold_back(self, request: GPURequest, rows: np.ndarray, result, priority: int, uid: str | None,
+                  score: bool = True):
+        """``result`` (an :class:`Evaluation`, or filter's reason codes) for a pod of
+        ``priority``, with the nodes that hold room for a nominee of that priority or
+        higher (not the pod itself) evaluated again with the nominees placed
+        (:mod:`policy.holds`). Unchanged when no node holds any."""
+        if not self._nominations:
+            return result
+        by_row = defaultdict(list)
+        for n_uid, (node, n_priority, n_request) in list(self._nominations.items()):
+            row = self.state.index.get(node, -1)
+            if row >= 0:
+                by_row[row].append((n_uid, n_priority, n_request))
+        positions = rows_held(rows, by_row, priority, uid)
+        if not positions:
+            return result
+        codes_only = isinstance(result, np.ndarray)
+        reason = (result if codes_only else result.reason).copy()
+        if not codes_only:
+            gpus, raw = result.gpus.copy(), result.raw.copy()
+        for i in positions:
+            row = int(rows[i])
+            nominees = [(p, r) for u, p, r in by_row[row] if u != uid and p >= priority]
+            again = evaluate(held(self.state.view(np.array([row])), nominees, self.strategy), request,
+                             self.strategy, score=score and not codes_only)
+            reason[i] = again.reason[0]
+            if not codes_only:
+                gpus[i], raw[i] = again.gpus[0], again.raw[0]
+        return reason if codes_only else Evaluation(reason, gpus, raw)
 
     # -- unaccounted pods: held back on every GPU of their node ---------------
     def _hold(self, ref: PodRef, node: str, request: GPURequest | None, invalid: str | None) -> None:

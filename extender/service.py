@@ -204,6 +204,9 @@ class Extender:
             codes, key = np.zeros(len(rows), dtype=np.int8), None
         else:
             codes, key = self.ledger.check_rows(request, rows), request.fit_key
+            held = self.ledger.hold_back(request, rows, codes, priority_and_start(args.pod)[0], _uid(args.pod))
+            if held is not codes:  # nodes hold room for a preemptor: this reply is not the fit's alone
+                codes, key = held, None
         self.outcomes.filtered(codes)
         passed = codes == FITS
         if np.count_nonzero(passed) > 1:  # kube-scheduler asks prioritize about exactly these nodes
@@ -223,7 +226,8 @@ class Extender:
         if request is None or not self.ready():
             return self.replies.prioritize(args, rows, layout, None)
         evaluation = self.ledger.evaluate_rows(request, rows)
-        return self.replies.prioritize(args, rows, layout, evaluation, request.placement_key)
+        held = self.ledger.hold_back(request, rows, evaluation, priority_and_start(args.pod)[0], _uid(args.pod))
+        return self.replies.prioritize(args, rows, layout, held, request.placement_key if held is evaluation else None)
 
     # -- bind ------------------------------------------------------------------
     # -- preempt -----------------------------------------------------------------
@@ -250,6 +254,7 @@ class Extender:
         if isinstance(parsed, InvalidRequest):
             return wire.encode(wire.preemption_reply({})), 200
         priority, _ = priority_and_start(args.pod)
+        self.log.debug("preempt", extra=fields(pod=str(PodRef.of(args.pod)), priority=priority))
         budgets = None
         result = {}
         for node, (proposed, counted) in args.victims.items():

@@ -115,6 +115,18 @@ def fullness_of(mem_used, mem_total, core_used, core_total, core_mode) -> np.nda
     return np.where(core_mode, (mem + core) / 2, mem)
 
 
+def with_usage(view: NodesView, mem_used, core_used, pods, memory_pods, core_pods) -> NodesView:
+    """``view`` with these usage arrays in place of its own and what derives from them
+    recomputed, as :meth:`ClusterState._derive` does for a row of the state."""
+    fields = {f: getattr(view, f) for f in NodesView.__dataclass_fields__}
+    fields.update(
+        mem_used=mem_used, core_used=core_used, pods=pods, memory_pods=memory_pods, core_pods=core_pods,
+        mem_free=view.mem_total - mem_used, core_free=view.core_total - core_used,
+        usable=view.healthy & (pods < view.max_pod[:, None]),
+        full=fullness_of(mem_used, view.mem_total, core_used, view.core_total, (view.mode == MODE_CORE)[:, None]))
+    return NodesView(**fields)
+
+
 class RowIndex(dict):
     """name → row; an unknown name maps to -1 without a Python-level branch."""
 

@@ -31,11 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policy.names import MODE_CORE
 from policy.placement import gpu_fit
 from policy.reasons import FITS
 from policy.request import GPURequest
-from policy.state import NodesView, fullness_of
+from policy.state import NodesView, with_usage
 
 EXHAUSTIVE = 4096  # victim sets tried at once; 2^12
 
@@ -66,24 +65,9 @@ def room_after(row: NodesView, residents: list, chosen: np.ndarray) -> NodesView
                 memory[i, g], core[i, g], holds[i, g] = pod.memory.get(g, 0), pod.core.get(g, 0), 1
     taken = chosen.astype(np.int64)
     wants = np.array([p.wants_core for p in residents], dtype=bool)
-
-    def rows(field):
-        return np.repeat(getattr(row, field), k, axis=0)
-
-    mem_used = rows("mem_used") - taken @ memory
-    core_used = rows("core_used") - taken @ core
-    pods = rows("pods") - taken @ holds
-    mem_total, core_total = rows("mem_total"), rows("core_total")
-    max_pod = rows("max_pod")
-    fields = {f: rows(f) for f in NodesView.__dataclass_fields__}
-    fields.update(
-        mem_used=mem_used, core_used=core_used, pods=pods,
-        memory_pods=rows("memory_pods") - taken @ (~wants).astype(np.int64),
-        core_pods=rows("core_pods") - taken @ wants.astype(np.int64),
-        mem_free=mem_total - mem_used, core_free=core_total - core_used,
-        usable=rows("healthy") & (pods < max_pod[:, None]),
-        full=fullness_of(mem_used, mem_total, core_used, core_total, (rows("mode") == MODE_CORE)[:, None]))
-    return NodesView(**fields)
+    sets = NodesView(**{f: np.repeat(getattr(row, f), k, axis=0) for f in NodesView.__dataclass_fields__})
+    return with_usage(sets, sets.mem_used - taken @ memory, sets.core_used - taken @ core, sets.pods - taken @ holds,
+                      sets.memory_pods - taken @ (~wants).astype(np.int64), sets.core_pods - taken @ wants.astype(np.int64))
 
 
 def _order(residents: list, chosen: np.ndarray) -> np.ndarray:

@@ -31,8 +31,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-KINDS = {"nodes": "Node", "pods": "Pod", "configmaps": "ConfigMap"}
-NAMESPACED = {"pods", "configmaps"}
+KINDS = {"nodes": "Node", "pods": "Pod", "configmaps": "ConfigMap", "poddisruptionbudgets": "PodDisruptionBudget"}
+NAMESPACED = {"pods", "configmaps", "poddisruptionbudgets"}
 _uids = itertools.count(1)
 
 
@@ -335,6 +335,7 @@ class _Server(ThreadingHTTPServer):
 
 
 _COLLECTION = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<kind>nodes|pods|configmaps)$")
+_BUDGETS = re.compile(r"^/apis/policy/v1/poddisruptionbudgets$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<binding>/binding)?$")
 
@@ -382,6 +383,11 @@ class _Handler(BaseHTTPRequestHandler):
             if pod and method == "PATCH" and not pod["binding"]:
                 content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
                 return self._reply(200, self.kube.api_patch(pod["ns"], pod["name"], content_type, self._body()))
+            if method == "GET" and _BUDGETS.match(url.path):
+                with self.kube.cond:
+                    items = [copy.deepcopy(b) for b in self.kube.store["poddisruptionbudgets"].values()]
+                return self._reply(200, {"kind": "PodDisruptionBudgetList", "apiVersion": "policy/v1",
+                                         "metadata": {"resourceVersion": str(self.kube.rv)}, "items": items})
             if method == "POST" and _EVENTS.match(url.path):
                 event = self._body()
                 if self.kube.fail_events:

@@ -85,6 +85,7 @@ class KubernetesCluster:
         from kubernetes import client
 
         self.api = client.CoreV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.source = source
         self.namespace = namespace
         self.backoff = backoff or Backoff()
@@ -203,6 +204,16 @@ class KubernetesCluster:
         except ClusterError:
             return None
         return pod if pod is not None and _uid(pod) == uid else None
+
+    def disruption_budgets(self) -> list:
+        """Every PodDisruptionBudget, read now (preemption is rare; no watch is kept for it).
+        [] when they cannot be read: violations are then not counted, and the log says so."""
+        try:
+            return self._call(self.policy.list_pod_disruption_budget_for_all_namespaces).get("items") or []
+        except ClusterError as exc:
+            self.log.warning("PodDisruptionBudgets unreadable; preemption counts no violations",
+                             extra=fields(error=str(exc)))
+            return []
 
     def bound_node(self, uid: str) -> str | None:
         """The node the watch last saw the pod bound to, if any."""

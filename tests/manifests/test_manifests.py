@@ -103,6 +103,7 @@ def test_scheduler_configuration_follows_the_extender_rules(where, config):
         assert set(extender["tlsConfig"]) == {"certFile", "keyFile", "caFile"}
     assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == ("filter", "prioritize",
                                                                                           "bind")
+    assert extender["preemptVerb"] == "preempt"  # kube-scheduler's preemption frees room by node totals only
     assert isinstance(extender["weight"], int) and extender["weight"] > 0
     # one extender point (score 1 of 10) outweighs every default score plugin together
     assert extender["weight"] * 10 > 100 * sum(DEFAULT_PLUGIN_WEIGHTS.values())
@@ -125,7 +126,7 @@ def test_rbac_grants_exactly_what_the_extender_uses():
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert granted == {("", "nodes", v) for v in ("get", "list", "watch")} | \
         {("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "pods/binding", "create")} | \
-        {("", "events", "create")}
+        {("", "events", "create")} | {("policy", "poddisruptionbudgets", "list")}
     configmaps = find("Role", "cgpu-extender-unhealthy-gpus")
     assert configmaps["metadata"]["namespace"] == "kube-system"
     assert configmaps["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
