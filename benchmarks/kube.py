@@ -15,25 +15,47 @@ pod it
    or topology spread);
 4. picks uniformly at random among the nodes with the top total.
 
-Two settings for pods that ask for no GPU (``SETTINGS``):
+Three settings (``SETTINGS``):
 
 * ``paper`` — as the FGD simulator: the extender's strategy scores every pod,
   CPU-only ones too (as a request for no GPU), and no default plugin scores;
-* ``kube`` — a real deployment with ``managedResources``: the extender never
-  sees CPU-only pods, the default plugins place them; GPU pods get the
-  extender's score with the manifest's weight 150 (one extender point
-  outweighs all default plugins) plus the default plugins' scores, which
-  then break the extender's ties.
+* ``kube`` — the shipped deployment with ``managedResources``
+  (``manifests/scheduler-config.yaml``): the extender never sees CPU-only
+  pods, the default plugins place them; GPU pods get the extender's score with
+  that manifest's weight (one extender point outweighs all default plugins)
+  plus the default plugins' scores, which then break the extender's ties;
+* ``shipped`` — the fragmentation deployment (``manifests/fragmentation/``):
+  every pod goes through the extender (``--score-all-pods``, no
+  ``managedResources``), and every pod's total is the extender's score with
+  that manifest's weight plus the default plugins' scores.
+
+The weights are read from the manifests, not copied here.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import yaml
 
 from benchmarks.trace import Nodes
 
-SETTINGS = ("paper", "kube")
-EXTENDER_WEIGHT = 150  # manifests/scheduler-config.yaml
+SETTINGS = ("paper", "kube", "shipped")
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+CONFIG_OF = {"kube": MANIFESTS / "scheduler-config.yaml",
+             "shipped": MANIFESTS / "fragmentation" / "scheduler-config.yaml"}
+
+
+def extender_weight(setting: str) -> int:
+    """The extender's ``weight`` in the scheduler configuration the setting deploys."""
+    (extender,) = yaml.safe_load(CONFIG_OF[setting].read_text())["extenders"]
+    return int(extender["weight"])
+
+
+def all_pods_through_extender(setting: str) -> bool:
+    """Whether the extender sees (and scores) pods that ask for no GPU in ``setting``."""
+    return setting in ("paper", "shipped")
 MAX_NODE_SCORE = 100
 MAX_EXTENDER_PRIORITY = 10
 
@@ -43,6 +65,7 @@ class KubeScheduler:
         if setting not in SETTINGS:
             raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
         self.setting = setting
+        self.weight = extender_weight(setting) if setting in CONFIG_OF else None
         self.rng = rng
         self.cpu_total = nodes.cpu.copy()
         self.mem_total = nodes.memory.copy()
@@ -82,7 +105,7 @@ class KubeScheduler:
             return extender
         total = self.default_scores(nodes, cpu, memory)
         if extender is not None:
-            total = total + extender * EXTENDER_WEIGHT * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+            total = total + extender * self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
         return total
 
     def pick(self, nodes: np.ndarray, total: np.ndarray) -> int:

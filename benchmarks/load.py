@@ -252,7 +252,7 @@ def pinning() -> tuple[set, set] | None:
     return ({cores[0]}, set(cores[1:])) if len(cores) >= 2 else None
 
 
-def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir: str) -> dict:
+def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir: str, scoring: str = "ack") -> dict:
     objects = cluster_objects(nodes, seed=seed)
     node_objects = [o for o in objects if o["kind"] == "Node"]
     names = [n["metadata"]["name"] for n in node_objects]
@@ -264,7 +264,7 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
     cores = pinning()
     replies = os.path.join(workdir, f"replies-{nodes}.bin")
     process = subprocess.Popen([sys.executable, "-m", "benchmarks.load_server", "--cluster", path,
-                                "--port", str(port), "--replies", replies],
+                                "--port", str(port), "--replies", replies, "--scoring", scoring],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                preexec_fn=(lambda: os.sched_setaffinity(0, cores[0])) if cores else None)
     if cores:
@@ -383,6 +383,7 @@ def main(argv=None) -> int:
                         help="names = nodeCacheCapable true, objects = false (full Node objects)")
     parser.add_argument("--objects-pods", type=int, default=None, help="measured pods in objects mode")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scoring", default="ack", help="the extender's --scoring (default ack)")
     parser.add_argument("--json", metavar="FILE", help="write every figure here")
     parser.add_argument("--markdown", metavar="FILE", help="write the tables of benchmarks/RESULTS.md here")
     args = parser.parse_args(argv)
@@ -392,7 +393,7 @@ def main(argv=None) -> int:
             r = {}
             for mode in args.modes:
                 pods = args.objects_pods if mode == "objects" and args.objects_pods else args.pods
-                one = measure(nodes, pods, min(args.warmup, pods), [mode], args.seed, workdir)
+                one = measure(nodes, pods, min(args.warmup, pods), [mode], args.seed, workdir, args.scoring)
                 r = {**one, **{k: v for k, v in r.items() if k in ("names", "objects")}}
             results.append(r)
             print_table([r])

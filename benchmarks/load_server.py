@@ -51,8 +51,9 @@ def main(argv=None) -> None:
     parser.add_argument("--port", type=int, default=32766)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--scoring", default="ack")
     args = parser.parse_args(argv)
-    config = Config(cluster_file=args.cluster, log_level=args.log_level)
+    config = Config(cluster_file=args.cluster, log_level=args.log_level, scoring=args.scoring)
     ExtenderServer(config, args.host, args.port, threads=args.threads,
                    factory=lambda c: create_floor_app(c, args.replies)).run()
 

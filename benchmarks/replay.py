@@ -21,7 +21,7 @@ from itertools import compress
 import numpy as np
 
 from benchmarks import protocol
-from benchmarks.kube import KubeScheduler
+from benchmarks.kube import KubeScheduler, all_pods_through_extender
 from benchmarks.mapping import MIB, make_mapping
 from benchmarks.trace import Nodes, Pods
 from extender.ledger import Ledger, PodRef
@@ -75,6 +75,7 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
         ledger.observe_node(mapper.node(nodes, i))
     names = np.array(nodes.name, dtype=object)
     kube = KubeScheduler(nodes, setting, np.random.default_rng(seed))
+    every_pod = all_pods_through_extender(setting)
     observe = getattr(strategy, "observe", None)
 
     capacity = nodes.gpu_capacity
@@ -91,7 +92,7 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
         asks_gpu = request.gpu_count > 0
         uid = f"{seq.name[j]}-{j}"
         extender = None
-        if asks_gpu or setting == "paper":
+        if asks_gpu or every_pod:
             start = time.perf_counter_ns()
             if observe is not None:
                 observe(request)
@@ -102,7 +103,7 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
                 extender = ledger.evaluate_rows(request, rows).scores()
             elapsed = time.perf_counter_ns() - start
         if not len(candidates):
-            if asks_gpu or setting == "paper":
+            if asks_gpu or every_pod:
                 timings.append(elapsed)
             continue
         node = kube.pick(candidates, kube.total_scores(candidates, extender, cpu, mib))
@@ -112,7 +113,7 @@ def replay(nodes: Nodes, pods: Pods, policy: str, seed: int, mapping: str = "mil
             elapsed += time.perf_counter_ns() - start
         else:
             ledger.observe_pod(_bound_pod(uid, seq.name[j], names[node], cpu, mib))
-        if asks_gpu or setting == "paper":
+        if asks_gpu or every_pod:
             timings.append(elapsed)
         kube.bind(node, cpu, mib)
         placed[j] = True

@@ -109,7 +109,15 @@ def test_scheduler_configuration_follows_the_extender_rules(where, config):
     assert extender["weight"] * 10 > 100 * sum(DEFAULT_PLUGIN_WEIGHTS.values())
     assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
     assert GO_DURATION.match(extender["httpTimeout"])
-    assert {r["name"]: r["ignoredByScheduler"] for r in extender["managedResources"]} == dict.fromkeys(MANAGED, False)
+    if where.startswith("manifests/fragmentation/"):  # every pod through the extender: no managedResources
+        assert "managedResources" not in extender
+        deployment = next(d for d in documents(MANIFESTS / "fragmentation" / "extender.yaml")
+                          if d["kind"] == "Deployment")
+        args = build_parser().parse_args(containers_of(deployment)["cgpu-extender"]["args"])
+        assert args.score_all_pods and args.scoring == "fragmentation"
+    else:
+        assert {r["name"]: r["ignoredByScheduler"] for r in extender["managedResources"]} == \
+            dict.fromkeys(MANAGED, False)
 
 
 def test_the_v1beta3_copy_differs_only_in_its_api_version():
