@@ -146,20 +146,26 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
     return ExtenderArgs(pod, None, None, split[1], body)
 
 
-def _check_pod(pod: dict) -> None:
+def _check_pod(pod: dict, kind: str = "ExtenderArgs") -> None:
     """What Go's decoder would refuse to read into a v1.Pod, as far as the extender reads it."""
     for part in ("metadata", "spec"):
         if pod.get(part) is not None and not isinstance(pod[part], dict):
-            raise WireError(f"ExtenderArgs.Pod.{part} must be an object")
+            raise WireError(f"{kind}.Pod.{part} must be an object")
+
+
+def _pod_of(args: object, kind: str) -> dict:
+    """The ``Pod`` of a decoded ``kind`` body (``ExtenderArgs``, ``ExtenderPreemptionArgs``)."""
+    if not isinstance(args, dict):
+        raise WireError(f"request body must be a JSON object ({kind})")
+    pod = field(args, "Pod")
+    if not isinstance(pod, dict):
+        raise WireError(f"{kind}.Pod is missing or not an object")
+    _check_pod(pod, kind)
+    return pod
 
 
 def _from_object(args: object) -> ExtenderArgs:
-    if not isinstance(args, dict):
-        raise WireError("request body must be a JSON object (ExtenderArgs)")
-    pod = field(args, "Pod")
-    if not isinstance(pod, dict):
-        raise WireError("ExtenderArgs.Pod is missing or not an object")
-    _check_pod(pod)
+    pod = _pod_of(args, "ExtenderArgs")
     names = field(args, "NodeNames")
     if names is not None:
         if type(names) is not list:  # the elements are checked where they are looked up
@@ -212,12 +218,7 @@ class PreemptionArgs:
 def parse_preemption_args(body: bytes) -> PreemptionArgs:
     """Decode an ``ExtenderPreemptionArgs`` body."""
     args = decode(body)
-    if not isinstance(args, dict):
-        raise WireError("request body must be a JSON object (ExtenderPreemptionArgs)")
-    pod = field(args, "Pod")
-    if not isinstance(pod, dict):
-        raise WireError("ExtenderPreemptionArgs.Pod is missing or not an object")
-    _check_pod(pod)
+    pod = _pod_of(args, "ExtenderPreemptionArgs")
     meta, full = field(args, "NodeNameToMetaVictims"), field(args, "NodeNameToVictims")
     given = meta if meta is not None else full
     if given is None:

@@ -81,3 +81,55 @@ def scheduler_pod(name: str = "cuda-sample-7x9kq", uid: str = "6c2f8d0e-5b1a-4c3
         },
         "status": {"phase": "Pending", "qosClass": "Burstable"},
     }
+
+
+def run_interleaved(target, arguments: list, switch: float = 1e-6) -> None:
+    """Run ``target(*args)`` for each of ``arguments`` in threads started together, switching
+    between threads as often as the interpreter allows (interleavings a default run
+    would rarely meet), and wait for all."""
+    import sys
+    import threading
+
+    threads = [threading.Thread(target=target, args=args) for args in arguments]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(switch)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def running_pod(name: str, node_name: str, gpu: int, gib: int, priority: int, gpu_memory: int = 22,
+                created: str = "2026-01-01T00:00:00Z", labels: dict | None = None) -> dict:
+    """A running pod holding ``gib`` on GPU ``gpu`` of ``node_name`` (V2 annotations), with a priority."""
+    from extender import annotations as A
+
+    p = pod(name, mem=gib, node_name=node_name, labels=labels)
+    p["metadata"]["annotations"] = A.write({0: {gpu: gib}}, {}, gpu_memory, 1)
+    p["metadata"]["creationTimestamp"] = created
+    p["spec"]["priority"] = priority
+    p["status"] = {"phase": "Running", "startTime": created}
+    return p
+
+
+class ServedInThread:
+    """``with ServedInThread(server) as server:`` runs an :class:`extender.httpserver.HTTPServer`
+    in a thread for the block, started (its ports known) on entry, stopped on exit."""
+
+    def __init__(self, server):
+        import threading
+
+        self.server = server
+        self.thread = threading.Thread(target=server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.server.started.wait(10), "the server did not start"
+        return self.server
+
+    def __exit__(self, *exc):
+        self.server.stop()
+        self.thread.join(10)

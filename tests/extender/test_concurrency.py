@@ -6,15 +6,13 @@ raw score: what a torn read of a row being written breaks), and no GPU over its
 memory, compute or pod limit afterwards."""
 
 import random
-import sys
-import threading
 
 import orjson
 import numpy as np
 import pytest
 
 from extender import ledger as ledger_module
-from builders import container, node, pod
+from builders import container, node, pod, run_interleaved
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.embedded import EmbeddedCluster
@@ -92,16 +90,7 @@ def test_eight_threads_of_filter_prioritize_and_bind(scoring, monkeypatch):
                 if status != 200:
                     faults.append(("bind", status, reply))
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # switch threads often: interleavings a default run would rarely meet
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(work, [(t,) for t in range(THREADS)], switch=1e-5)
     assert faults == []
     assert bad_scores == []
     assert torn == []

@@ -10,13 +10,12 @@ server kube-scheduler meets.
 import copy
 import http.client
 import socket
-import threading
 import time
 
 import orjson
 import pytest
 
-from builders import container, pod, scheduler_pod
+from builders import ServedInThread, container, pod, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.httpserver import HTTPServer, Limits
@@ -33,14 +32,9 @@ SMALL_BODY = 1 << 20
 def served():
     config = Config(max_body_bytes=SMALL_BODY)
     app = create_app(config, extender=build_extender(config))
-    server = HTTPServer(app, "127.0.0.1", 0, threads=4,
-                        limits=Limits(body_bytes=SMALL_BODY, header_seconds=2, body_seconds=2, idle_seconds=5))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert server.started.wait(10)
-    yield server
-    server.stop()
-    thread.join(10)
+    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=4, limits=Limits(
+            body_bytes=SMALL_BODY, header_seconds=2, body_seconds=2, idle_seconds=5))) as server:
+        yield server
 
 
 def request(server, method, path, body=b"", content_type="application/json", timeout=5):

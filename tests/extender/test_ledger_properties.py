@@ -1,7 +1,6 @@
 """Properties of the ledger behind the service, under any sequence of operations."""
 
 import copy
-import sys
 import threading
 
 import numpy as np
@@ -10,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from builders import node, pod
+from builders import node, pod, run_interleaved
 from extender.app import build_extender
 from extender.config import Config
 from extender.embedded import EmbeddedCluster
@@ -155,16 +154,7 @@ def bind_all_at_once(extender, pods, threads: int) -> list:
                 "PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
                 "Node": "only"})))["Error"])
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
-    try:
-        workers = [threading.Thread(target=worker, args=(pods[i::threads],)) for i in range(threads)]
-        for t in workers:
-            t.start()
-        for t in workers:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(worker, [(pods[i::threads],) for i in range(threads)])
     return results
 
 

@@ -3,8 +3,7 @@ always NodeNameToMetaVictims, and the issue's example end to end on the embedded
 
 import orjson
 
-from builders import node, pod
-from extender import annotations as A
+from builders import node, pod, running_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.embedded import EmbeddedCluster
@@ -12,13 +11,8 @@ from extender.embedded import EmbeddedCluster
 PREFIX = "/cgpu-scheduler"
 
 
-def bound(name, gpu, gib, priority, created, namespace="default"):
-    p = pod(name, mem=gib, node_name="gpu-a", namespace=namespace)
-    p["metadata"]["annotations"] = A.write({0: {gpu: gib}}, {}, 22, 1)
-    p["metadata"]["creationTimestamp"] = created
-    p["spec"]["priority"] = priority
-    p["status"] = {"phase": "Running", "startTime": created}
-    return p
+def bound(name, gpu, gib, priority, created):
+    return running_pod(name, "gpu-a", gpu, gib, priority, created=created)
 
 
 RESIDENTS = [bound("a12", 0, 12, 0, "2026-01-01T00:00:00Z"), bound("a10", 0, 10, 0, "2026-06-01T00:00:00Z"),

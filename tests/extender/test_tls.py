@@ -4,7 +4,6 @@ real handshakes against extender.httpserver with certificates made here."""
 import datetime
 import http.client
 import ssl
-import threading
 
 import orjson
 import pytest
@@ -13,7 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from builders import scheduler_pod
+from builders import ServedInThread, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.cli import main
 from extender.config import Config
@@ -73,13 +72,9 @@ def pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(pki):
     app = create_app(Config(), extender=build_extender(Config()))
-    server = HTTPServer(app, "127.0.0.1", 0, threads=2, ssl_context=tls_context(*pki["server"], pki["ca"]))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert server.started.wait(10)
-    yield server
-    server.stop()
-    thread.join(10)
+    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2,
+                                   ssl_context=tls_context(*pki["server"], pki["ca"]))) as server:
+        yield server
 
 
 def _filter(server, pki, client_files=None):
@@ -123,10 +118,7 @@ def test_the_probe_port_serves_probes_and_metrics_in_plain_http_and_nothing_else
     app = create_app(Config(), extender=build_extender(Config()))
     server = HTTPServer(app, "127.0.0.1", 0, threads=2, ssl_context=tls_context(*pki["server"], pki["ca"]),
                         probe_port=0)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert server.started.wait(10)
-    try:
+    with ServedInThread(server):
         def get(method, path, body=None):
             connection = http.client.HTTPConnection("127.0.0.1", server.probe_port, timeout=5)
             connection.request(method, path, body, {"Content-Type": "application/json"})
@@ -138,6 +130,3 @@ def test_the_probe_port_serves_probes_and_metrics_in_plain_http_and_nothing_else
         for method, path in (("GET", f"{PREFIX}/inspect"), ("POST", f"{PREFIX}/bind"), ("POST", f"{PREFIX}/filter"),
                              ("GET", f"{PREFIX}/ui"), ("GET", f"{PREFIX}/plan")):
             assert get(method, path, b"{}")[0] == 404, path
-    finally:
-        server.stop()
-        thread.join(10)

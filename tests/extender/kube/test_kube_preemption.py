@@ -3,19 +3,13 @@ room a nominated preemptor waits for held from lower- and equal-priority pods.""
 
 import orjson
 
-from builders import node, pod
-from extender import annotations as A
+from builders import node, pod, running_pod
 from fakekube import wait_until
 from kubesteps import bind, create_pending, filter_, synced, used
 
 
-def running(name, gpu, gib, priority, labels=None, created="2026-01-01T00:00:00Z"):
-    p = pod(name, mem=gib, node_name="gpu-a", labels=labels)
-    p["metadata"]["annotations"] = A.write({0: {gpu: gib}}, {}, 22, 1)
-    p["metadata"]["creationTimestamp"] = created
-    p["spec"]["priority"] = priority
-    p["status"] = {"phase": "Running", "startTime": created}
-    return p
+def running(name, gpu, gib, priority, labels=None):
+    return running_pod(name, "gpu-a", gpu, gib, priority, labels=labels)
 
 
 def pending(name, gib, priority, nominated=None):
