@@ -36,14 +36,21 @@ def kind_mask(pods: Pods, kind: str) -> np.ndarray:
 
 def reweigh(pods: Pods, kind: str, fraction: float, seed: int = 0) -> Pods:
     """Pods where ``kind`` makes up ``fraction`` of the GPU demand (of the pod count for ``cpu``).
-    ``fraction`` 1 (``share`` or ``multi``) keeps that kind's pods and the CPU-only ones only."""
+    ``fraction`` 1 (``share`` or ``multi``): the other GPU pods are dropped and pods of the kind
+    drawn until the kind alone asks for the base list's whole GPU demand (CPU-only pods kept)."""
     if not 0 < fraction < 1 and not (fraction == 1 and kind != "cpu"):
         raise ValueError("fraction must be between 0 and 1 (1 itself only for share and multi)")
     rng = np.random.default_rng(seed)
     mine = kind_mask(pods, kind)
     size = np.ones(len(pods)) if kind == "cpu" else pods.demand.astype(float)
     if fraction == 1:
-        return pods.take(np.flatnonzero(mine | (size == 0)))
+        total, index = size.sum(), np.flatnonzero(mine | (size == 0)).tolist()
+        own, candidates = size[mine].sum(), np.flatnonzero(mine)
+        while own < total:
+            pick = int(candidates[rng.integers(len(candidates))])
+            index.append(pick)
+            own += size[pick]
+        return pods.take(np.array(index))
     own, rest = size[mine].sum(), size[~mine].sum()
     target = fraction / (1 - fraction) * rest  # the kind's total for the wanted fraction
     index = list(range(len(pods)))

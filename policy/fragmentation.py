@@ -48,7 +48,7 @@ from policy.names import MODE_CORE, MODE_MEMORY
 from policy.placement import fill
 from policy.request import GPURequest
 from policy.shapes import Shapes
-from policy.state import VIEW_FIELDS, NodesView
+from policy.state import VIEW_FIELDS, WRITING, NodesView
 
 
 def idle(view: NodesView, mem_used=None, core_used=None) -> np.ndarray:
@@ -239,6 +239,9 @@ def distinct_gpus(view: NodesView) -> np.ndarray:
     return ~(same & earlier).any(axis=2)
 
 
+_NEVER = WRITING - 1  # a cached row's version before it was ever computed (no state row has it)
+
+
 class PartsCache:
     """Each node's GPU parts (idle shares, which GPUs take each class), kept per state row.
 
@@ -254,7 +257,7 @@ class PartsCache:
 
     def _reset(self, key, rows: int, gpus: int, classes: int) -> None:
         self._key = key
-        self._arrays = {"version": np.full(rows, -1, dtype=np.int64), "total": np.zeros(rows),
+        self._arrays = {"version": np.full(rows, _NEVER, dtype=np.int64), "total": np.zeros(rows),
                         "takers": np.zeros((rows, classes)), "small": np.zeros((rows, classes)),
                         "share": np.zeros((rows, gpus)), "takes": np.zeros((rows, gpus, classes), dtype=bool)}
 
@@ -272,13 +275,18 @@ class PartsCache:
             elif rows.max() >= len(a["version"]):
                 grow = int(rows.max()) + 1 - len(a["version"])
                 for name, array in a.items():
-                    pad = np.full((grow,) + array.shape[1:], -1 if name == "version" else 0, dtype=array.dtype)
+                    pad = np.full((grow,) + array.shape[1:], _NEVER if name == "version" else 0, dtype=array.dtype)
                     a[name] = np.concatenate([array, pad])
             a = self._arrays
             stale = np.flatnonzero(a["version"][rows] != version)
             if len(stale):
                 sub = subview(view, stale)
                 total, takers, small, share, takes = _parts(sub, classes, sub.mem_used, sub.core_used, sub.pods)
+                # kept only for rows read whole: not being written when noted (version WRITING), and
+                # the same version after the read (a view read in place may see a write begin)
+                whole = (version[stale] != WRITING) & (view.version[stale] == version[stale])
+                if not whole.all():  # a row read torn: nothing kept; this decision, redone by its caller, works
+                    return _parts(view, classes, view.mem_used, view.core_used, view.pods)  # from what it read
                 target = rows[stale]
                 a["total"][target], a["takers"][target], a["small"][target] = total, takers, small
                 # copy on write: a decision still reading the old rows through _RowTakes keeps them

@@ -104,6 +104,7 @@ _GPU_FIELDS = _BASE_GPU_FIELDS + _DERIVED_FIELDS
 _DTYPES = {"mode": np.int8, "placement": np.int8, "healthy": bool, "usable": bool, "full": np.float64,
            "live": bool, **{f: np.int32 for f in ("mem_total", "mem_used", "core_total", "core_used", "pods",
                                                   "mem_free", "core_free")}}
+WRITING = -1  # a row's version while a writer changes it
 GPU_SLOT_MULTIPLE = 8  # rows of 8 booleans read as one uint64 (policy.placement.count_per_row)
 
 
@@ -213,6 +214,12 @@ class ClusterState:
             return None
         return np.flatnonzero(self._arrays["version"][:now.rows] > then.generation)
 
+    def _begin(self, row: int) -> None:
+        """Mark ``row`` as being written (version :data:`WRITING`) before any of its values
+        change: a reader in place that notes a row's version, reads the row, and finds
+        the same version afterwards has read it whole (see PartsCache)."""
+        self._arrays["version"][row] = WRITING
+
     def _bump(self, row: int) -> None:
         """Mark ``row`` changed, after its values were written. The row's version is
         set before the generation moves on, so a reader that notes the generation
@@ -236,6 +243,7 @@ class ClusterState:
             if row >= rows or spec.gpu_count > gpus:
                 self._grow(max(rows * 2 if row >= rows else rows, row + 1), max(gpus, spec.gpu_count))
             a = self._arrays
+            self._begin(row)
             a["live"][row] = True
             a["mode"][row] = spec.mode
             a["placement"][row] = spec.placement
@@ -269,11 +277,13 @@ class ClusterState:
             row = self.index.pop(name, -1)
             if row < 0:
                 return
+            self._begin(row)
             self.names[row] = None
             self.layout += 1
             self.specs.pop(name, None)
             for f in _ROW_FIELDS + ("live",):
-                self._arrays[f][row] = 0
+                if f != "version":
+                    self._arrays[f][row] = 0
             for f in _GPU_FIELDS:
                 self._arrays[f][row] = 0
             self._arrays["mode"][row] = MODE_NONE
@@ -293,6 +303,7 @@ class ClusterState:
             if row < 0:
                 return
             a = self._arrays
+            self._begin(row)
             for gpu in set(memory) | set(core):
                 if gpu >= self.gpu_slots:
                     self._grow(a["mem_total"].shape[0], gpu + 1)
@@ -310,6 +321,7 @@ class ClusterState:
             row = self.index.get(name, -1)
             if row < 0:
                 return
+            self._begin(row)
             self._arrays["cpu_used"][row] += sign * cpu
             self._arrays["host_mem_used"][row] += sign * memory
             self._bump(row)

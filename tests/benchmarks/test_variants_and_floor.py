@@ -29,9 +29,21 @@ def test_other_pods_are_kept_and_the_draws_are_seeded(pods):
     assert sorted(n for n, m in zip(a.name, kind_mask(a, "share")) if not m) == sorted(others)
 
 
+@pytest.mark.parametrize("kind", ["share", "multi"])
+def test_fraction_one_keeps_only_the_kind_and_cpu_pods_at_the_base_demand(pods, kind):
+    out = reweigh(pods, kind, 1.0, seed=2)
+    gpu = out.demand > 0
+    assert (kind_mask(out, kind) | ~gpu).all()
+    assert (~gpu).sum() == (pods.demand == 0).sum()
+    largest = out.demand[gpu].max()
+    assert pods.demand.sum() <= out.demand.sum() < pods.demand.sum() + largest
+
+
 def test_bad_arguments(pods):
     with pytest.raises(ValueError):
-        reweigh(pods, "share", 1.0)
+        reweigh(pods, "cpu", 1.0)
+    with pytest.raises(ValueError):
+        reweigh(pods, "share", 1.5)
     with pytest.raises(ValueError):
         kind_mask(pods, "gpu")
 

@@ -11,7 +11,6 @@ import orjson
 import numpy as np
 import pytest
 
-from extender import ledger as ledger_module
 from builders import container, node, pod, run_interleaved
 from extender.app import build_extender, create_app
 from extender.config import Config
@@ -51,19 +50,19 @@ def post(client, verb, payload):
 @pytest.mark.parametrize("scoring", sorted(STRATEGIES))
 def test_eight_threads_of_filter_prioritize_and_bind(scoring, monkeypatch):
     torn = []
-    evaluate = ledger_module.evaluate
+    config = Config(scoring=scoring)
+    extender = build_extender(config, cluster=EmbeddedCluster(cluster(), source="test"))
+    app = create_app(config, extender=extender)
+    evaluate_rows = extender.ledger.evaluate_rows
 
-    def checked(view, request, strategy, score=True):
-        result = evaluate(view, request, strategy, score=score)
+    def checked(request, rows, score=True):  # what prioritize and bind are given
+        result = evaluate_rows(request, rows, score)
         fits = result.feasible
         if (result.gpus[fits, :request.gpu_count] < 0).any() or (score and not np.isfinite(result.raw[fits]).all()):
             torn.append(scoring)
         return result
 
-    monkeypatch.setattr(ledger_module, "evaluate", checked)
-    config = Config(scoring=scoring)
-    extender = build_extender(config, cluster=EmbeddedCluster(cluster(), source="test"))
-    app = create_app(config, extender=extender)
+    monkeypatch.setattr(extender.ledger, "evaluate_rows", checked)
     names = [n["metadata"]["name"] for n in cluster()]
     faults, bad_scores = [], []
 
