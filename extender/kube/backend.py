@@ -43,6 +43,7 @@ import orjson
 from extender import annotations as A
 from extender.cluster import ClusterError
 from extender.kube.reflector import Backoff, Reflector, api_status
+from extender.kube.api import RawApi
 from extender.logs import fields, get_logger
 from policy.allocation import per_gpu
 from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
@@ -85,6 +86,7 @@ class KubernetesCluster:
         from kubernetes import client
 
         self.api = client.CoreV1Api(api_client)
+        self.raw = RawApi(api_client, request_timeout)  # bind's writes, without the client's model layer
         self.policy = client.PolicyV1Api(api_client)
         self.source = source
         self.namespace = namespace
@@ -184,7 +186,7 @@ class KubernetesCluster:
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1,
             }
             try:
-                self._call(self.api.create_namespaced_event, namespace, event)
+                self._write(self.raw.create_event, namespace, event)
                 self._count_event(reason, "sent")
             except ClusterError as exc:
                 self._count_event(reason, "failed")
@@ -236,7 +238,7 @@ class KubernetesCluster:
                                 **({"annotations": dict(annotations)} if annotations else {})},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            self._call(self.api.create_namespaced_pod_binding, name, namespace, binding)
+            self._write(self.raw.create_binding, namespace, name, binding)
             if annotations:
                 self._event(ALLOCATED, meta, node, annotations)
             return
@@ -274,7 +276,7 @@ class KubernetesCluster:
     def _patch_annotations(self, namespace: str, name: str, uid: str, values: dict) -> None:
         # with the UID in it, the patch is invalid (422) on a pod recreated under the same name
         body = {"metadata": {"uid": uid, "annotations": values}}
-        self._call(self.api.patch_namespaced_pod, name, namespace, body)
+        self._write(self.raw.patch_pod, namespace, name, body)
 
     def _read_pod(self, namespace: str, name: str) -> dict | None:
         """The pod as the API has it now; None if it does not exist."""
@@ -294,6 +296,13 @@ class KubernetesCluster:
             finally:
                 response.release_conn()
         except Exception as exc:  # noqa: BLE001 - the client raises many types; all mean "failed"
+            raise _cluster_error(exc) from None
+
+    def _write(self, method, *args) -> dict:
+        """A :class:`RawApi` write, its reply as JSON; every failure as a :class:`ClusterError`."""
+        try:
+            return method(*args)
+        except Exception as exc:  # noqa: BLE001 - urllib3 and the API raise many types; all mean "failed"
             raise _cluster_error(exc) from None
 
     call = _call  # for loops that share this client and its error handling (extender.kube.placeholders)
