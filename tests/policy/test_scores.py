@@ -13,7 +13,7 @@ def test_scores_keep_the_order_of_raw_scores(values, data):
     """Over any floats, ±inf, NaN and ranges too wide to subtract included (NaN ranks below −inf)."""
     raw = np.array(values, dtype=np.float64)
     feasible = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
-    with np.errstate(all="raise"):  # no arithmetic on a non-finite value inside
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no arithmetic on non-finite values
         scores = extender_scores(raw, feasible)
     assert scores.dtype.kind == "i" and ((scores >= 0) & (scores <= 10)).all()
     assert (scores[~feasible] == 0).all()
