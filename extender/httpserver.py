@@ -164,8 +164,8 @@ class HTTPServer:
         try:
             while await self._one_request(conn, reader, writer, probe_only):
                 conn.start_next_cycle()
-        except (ConnectionError, asyncio.TimeoutError, ssl.SSLError, OSError):
-            pass
+        except (ConnectionError, asyncio.TimeoutError, ssl.SSLError, OSError, h11.ProtocolError):
+            pass  # the connection ends; the server goes on
         finally:
             self._open -= 1
             writer.close()
