@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from extender import annotations as A
 from extender.logs import fields, get_logger
+from extender.malformed import MalformedObjects
+from extender.nominations import Nominations
+from extender.podinfo import labels_of, priority_and_start
 from extender.pending import PendingPods, pod_key
 from policy.allocation import per_gpu, split
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES, UNLIMITED_PODS
@@ -45,7 +48,6 @@ from policy.reasons import MESSAGES
 from policy.rowcache import RowCache
 from policy.reasons import UNKNOWN_NODE as REASON_UNKNOWN
 from policy.echo import shown
-from policy.holds import held, rows_held
 from policy.request import GPURequest, InvalidRequest, asks_for_shared_gpu, host_requests, parse_pod_request
 from policy.state import Mark
 
@@ -190,9 +192,6 @@ class _Counters:
     by_reason: dict = field(default_factory=lambda: defaultdict(int))
 
 
-MAX_MALFORMED = 1000  # malformed objects listed in inspect
-
-
 class Ledger:
     """Allocation records and the arrays they sum to (see module doc)."""
 
@@ -203,8 +202,8 @@ class Ledger:
         self._allocations: dict[str, Allocation] = {}
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
-        self._nominations: dict[str, tuple] = {}  # uid → (node, priority, GPURequest): preemptors' holds
-        self._malformed: OrderedDict = OrderedDict()  # (kind, name) → problem, the latest MAX_MALFORMED
+        self._nominations = Nominations()  # preemptors' holds
+        self._malformed = MalformedObjects()
         self.pending = PendingPods()
         self._host: dict[str, HostUse] = {}
         self._host_by_node: dict[str, dict[str, HostUse]] = defaultdict(dict)
@@ -355,7 +354,7 @@ class Ledger:
                                         (c.index, c.name) for c in request.containers))
             allocation.priority, allocation.start = priority, start
             self._record(allocation)
-            self._nominations.pop(pod.uid, None)
+            self._nominations.forget(pod.uid)
             self.pending.forget(pod.uid)
             self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
             self.counters.reserved += 1
@@ -506,19 +505,11 @@ class Ledger:
             self._note_malformed("Pod", pod, f"{type(exc).__name__}: {shown(str(exc), 200)}")
 
     def _note_malformed(self, kind: str, item, problem: str) -> None:
-        meta = item.get("metadata") if isinstance(item, dict) else None
-        meta = meta if isinstance(meta, dict) else {}
-        name = "/".join(v for v in (meta.get("namespace"), meta.get("name")) if isinstance(v, str)) or "?"
-        key = (kind, name[:253])
-        self._malformed.pop(key, None)
-        self._malformed[key] = problem
-        while len(self._malformed) > MAX_MALFORMED:
-            self._malformed.popitem(last=False)
-        get_logger().warning("malformed object skipped", extra=fields(kind=kind, name=key[1], problem=problem))
+        self._malformed.note(kind, item, problem)
 
     def malformed(self) -> list:
-        """The objects that could not be read, latest last (at most MAX_MALFORMED)."""
-        return [{"kind": k, "name": n, "problem": p} for (k, n), p in list(self._malformed.items())]
+        """The objects that could not be read, latest last (:mod:`extender.malformed`)."""
+        return self._malformed.listed()
 
     def _observe_pod(self, pod: dict) -> None:
         ref = PodRef.of(pod)
@@ -527,13 +518,13 @@ class Ledger:
         node = spec.get("nodeName")
         self.pending.observe(pod)
         if status.get("phase") in TERMINAL_PHASES:
-            self._nominations.pop(ref.uid, None)
+            self._nominations.forget(ref.uid)
             self.release(ref.uid)
             return
         if not node:
-            self._nominate(ref, pod, status.get("nominatedNodeName"))
+            self._nominations.observe(ref.uid, pod, status.get("nominatedNodeName"))
             return
-        self._nominations.pop(ref.uid, None)
+        self._nominations.forget(ref.uid)
         existing = self._allocations.get(ref.uid)
         if existing is not None and existing.node != node:
             self.release(ref.uid)
@@ -591,59 +582,21 @@ class Ledger:
 
     def forget_pod(self, uid: str) -> None:
         """A pod was deleted."""
-        self._nominations.pop(uid, None)
+        self._nominations.forget(uid)
         self.pending.forget(uid)
         self.release(uid)
         self._unhold(uid)
 
     # -- nominated pods: room held for preemptors ------------------------------
-    def _nominate(self, ref: PodRef, pod: dict, node) -> None:
-        """Hold room on ``node`` for an unbound pod kube-scheduler nominated there (after a
-        preemption), until it binds, is nominated elsewhere or goes."""
-        request = None
-        if isinstance(node, str) and node:
-            try:
-                request = parse_pod_request(pod)
-            except InvalidRequest:
-                request = None
-        if request is None or request.gpu_count == 0:
-            self._nominations.pop(ref.uid, None)
-            return
-        self._nominations[ref.uid] = (node, priority_and_start(pod)[0], request)
-
     def nominations(self) -> dict:
         """uid → (node, priority, GPURequest) of the pods nominated to a node."""
-        return dict(self._nominations)
+        return self._nominations.all()
 
     def hold_back(self, request: GPURequest, rows: np.ndarray, result, priority: int, uid: str | None,
                   score: bool = True):
-        """``result`` (an :class:`Evaluation`, or filter's reason codes) for a pod of
-        ``priority``, with the nodes that hold room for a nominee of that priority or
-        higher (not the pod itself) evaluated again with the nominees placed
-        (:mod:`policy.holds`). Unchanged when no node holds any."""
-        if not self._nominations:
-            return result
-        by_row = defaultdict(list)
-        for n_uid, (node, n_priority, n_request) in list(self._nominations.items()):
-            row = self.state.index.get(node, -1)
-            if row >= 0:
-                by_row[row].append((n_uid, n_priority, n_request))
-        positions = rows_held(rows, by_row, priority, uid)
-        if not positions:
-            return result
-        codes_only = isinstance(result, np.ndarray)
-        reason = (result if codes_only else result.reason).copy()
-        if not codes_only:
-            gpus, raw = result.gpus.copy(), result.raw.copy()
-        for i in positions:
-            row = int(rows[i])
-            nominees = [(p, r) for u, p, r in by_row[row] if u != uid and p >= priority]
-            again = evaluate(held(self.state.view(np.array([row])), nominees, self.strategy), request,
-                             self.strategy, score=score and not codes_only)
-            reason[i] = again.reason[0]
-            if not codes_only:
-                gpus[i], raw[i] = again.gpus[0], again.raw[0]
-        return reason if codes_only else Evaluation(reason, gpus, raw)
+        """``result`` with the nodes that hold room for a preemptor re-evaluated
+        (:meth:`extender.nominations.Nominations.hold_back`)."""
+        return self._nominations.hold_back(self.state, self.strategy, request, rows, result, priority, uid, score)
 
     # -- unaccounted pods: held back on every GPU of their node ---------------
     def _hold(self, ref: PodRef, node: str, request: GPURequest | None, invalid: str | None) -> None:
@@ -773,22 +726,6 @@ class Ledger:
 def _internal_ip(node: dict | None) -> str | None:
     addresses = ((node or {}).get("status") or {}).get("addresses") or []
     return next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
-
-
-def priority_and_start(pod: dict) -> tuple[int, str]:
-    """A pod's ``spec.priority`` (0 when unset or unreadable) and its start: ``status.startTime``,
-    else ``metadata.creationTimestamp`` ("" when neither)."""
-    spec, status, meta = (pod.get(k) if isinstance(pod.get(k), dict) else {} for k in ("spec", "status", "metadata"))
-    priority = spec.get("priority")
-    priority = priority if isinstance(priority, int) and not isinstance(priority, bool) and \
-        -2**31 <= priority < 2**31 else 0
-    start = status.get("startTime") or meta.get("creationTimestamp") or ""
-    return priority, start if isinstance(start, str) else ""
-
-
-def labels_of(pod: dict) -> dict | None:
-    labels = (pod.get("metadata") or {}).get("labels")
-    return {k: v for k, v in labels.items() if isinstance(v, str)} or None if isinstance(labels, dict) else None
 
 
 def _kept(node: dict) -> dict:

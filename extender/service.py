@@ -29,7 +29,8 @@ import orjson
 from extender import wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
-from extender.ledger import BindRejected, Ledger, PodRef, labels_of, priority_and_start
+from extender.ledger import BindRejected, Ledger, PodRef
+from extender.podinfo import labels_of, priority_and_start
 from extender.nodelists import NodeLists
 from extender.outcomes import Outcomes
 from extender.planning import PlanCache, Planned, PlanSettings, plan_of
