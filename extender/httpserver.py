@@ -220,7 +220,7 @@ class HTTPServer:
             status, headers, chunks = await loop.run_in_executor(self._pool, self._call, head, body, writer)
         finally:
             self._budget.give(len(body))
-        await self._send(conn, writer, status, headers, chunks)
+        await self._send(conn, writer, status, headers, chunks, head=head.method == b"HEAD")
         return conn.our_state is h11.DONE and conn.their_state is h11.DONE
 
     async def _body(self, conn, reader, head: h11.Request) -> bytes:
@@ -260,10 +260,15 @@ class HTTPServer:
         except h11.LocalProtocolError:
             pass
 
-    async def _send(self, conn, writer, status: int, headers: list, chunks: list) -> None:
+    async def _send(self, conn, writer, status: int, headers: list, chunks: list, head: bool = False) -> None:
         body = b"".join(chunks)
-        headers = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"transfer-encoding")]
-        headers += [(b"content-length", str(len(body)).encode()), (b"server", SERVER)]
+        if head:  # the app's Content-Length says what a GET would carry; no body goes with it
+            body = b""
+            headers = [(k, v) for k, v in headers if k.lower() != b"transfer-encoding"]
+        else:
+            headers = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"transfer-encoding")]
+            headers.append((b"content-length", str(len(body)).encode()))
+        headers.append((b"server", SERVER))
         out = conn.send(h11.Response(status_code=status, headers=headers))
         if body:
             out += conn.send(h11.Data(data=body))

@@ -356,3 +356,14 @@ def test_what_filter_remembers_of_a_pod_is_what_bind_needs_not_its_env():
     kept = [extender.pods.get(f"uid-env-{i}").pod for i in range(20)]
     assert all(len(orjson.dumps(pod)) < 2000 for pod in kept)
     assert all(len(key) < 2000 for key in extender._by_fields._items)
+
+
+def test_head_is_answered_with_the_length_a_get_would_have_and_no_body(served):
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=5)
+    connection.request("GET", f"{PREFIX}/healthz")
+    length = len(connection.getresponse().read())
+    connection.request("HEAD", f"{PREFIX}/healthz")  # the same keep-alive connection goes on after it
+    reply = connection.getresponse()
+    assert reply.status == 200 and int(reply.getheader("Content-Length")) == length and reply.read() == b""
+    connection.request("GET", f"{PREFIX}/healthz")
+    assert connection.getresponse().status == 200
