@@ -181,7 +181,8 @@ def _from_object(args: object) -> ExtenderArgs:
         raise WireError("ExtenderArgs.Nodes must be a NodeList (an object with a list of items) or null")
     names = []
     for i, node in enumerate(items):
-        name = (node.get("metadata") or {}).get("name")
+        meta = node.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
         if not isinstance(name, str) or not name:
             raise WireError(f"ExtenderArgs.Nodes.items[{i}] has no metadata.name")
         names.append(name)

@@ -191,6 +191,7 @@ WIRE_CASES = [
     ("nodenames-string", b'{"Pod": {}, "NodeNames": "gpu-core-a"}', "NodeNames"),
     ("nodenames-numbers", b'{"Pod": {}, "NodeNames": [1, 2]}', "NodeNames"),
     ("nodes-items-not-objects", b'{"Pod": {}, "Nodes": {"items": [1]}}', "Nodes"),
+    ("node-metadata-not-an-object", b'{"Pod": {}, "Nodes": {"items": [{"metadata": true}]}}', "metadata.name"),
 ]
 
 
