@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 import orjson
 
-from extender import wire
+from extender import annotations as A, wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
 from extender.ledger import BindRejected, Ledger, PodRef
@@ -62,7 +62,11 @@ class Seen:
         spec = pod.get("spec") or {}
         kept_spec = {} if isinstance(request, InvalidRequest) else {  # bind refuses it: keep only who it is
             k: slim_containers(spec[k]) if k in _CONTAINER_LISTS else spec[k] for k in _KEPT_SPEC if k in spec}
-        self.pod = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta}, "spec": kept_spec}
+        kept_meta = {k: meta[k] for k in _KEPT_METADATA if k in meta}
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and (ours := {k: annotations[k] for k in A.ALL_KEYS if k in annotations}):
+            kept_meta["annotations"] = ours  # bind clears those its allocation does not set
+        self.pod = {"metadata": kept_meta, "spec": kept_spec}
         self.version = meta.get("resourceVersion")
         self.request = request
 
@@ -302,7 +306,7 @@ class Extender:
         if not self.ready():
             return "not_ready", NOT_SYNCED
         # One bind per pod at a time: kube-scheduler may retry a pod whose earlier
-        # bind is still running, and the annotations are written before the Binding.
+        # bind is still running, and a failed Binding is read back before the share is released.
         with self._pod_locks[hash(ref.uid) % len(self._pod_locks)]:
             return self._bind_locked(args, ref)
 

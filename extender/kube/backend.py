@@ -19,14 +19,15 @@
   (at most 1,000 waiting; more are dropped and counted) and sent from a
   thread of their own, so neither the watch nor a bind ever waits on one or
   fails with one;
-* ``bind`` patches the allocation annotations on the pod (only if it still
-  has the UID the scheduler named), then creates the Binding (which also
-  carries them). A Binding refused because the pod is already on that node
-  is success (bind is idempotent). On any other failure the pod is read back:
-  bound to that node after all means success; still unbound means the
-  annotations are removed again; then :class:`ClusterError` is raised. If
-  the pod cannot be read back, the error is marked ``ambiguous`` and
-  nothing is undone.
+* ``bind`` creates a Binding (with the UID the scheduler named) that carries
+  the allocation annotations: the API server sets the pod's node and merges
+  the annotations in one update, so bind is one write (a merge patch first
+  only where the pod carries keys of ours this allocation does not use). A
+  bind of a pod already on that node patches the annotations and succeeds
+  (bind is idempotent). On a failed Binding the pod is read back: bound to
+  that node after all means success (its annotations made this
+  allocation's); otherwise nothing was written and :class:`ClusterError` is
+  raised. If the pod cannot be read back, the error is marked ``ambiguous``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def _name(obj: dict) -> str:
 
 def _uid(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("uid") or ""
+
+
+def _ours(annotations: dict) -> dict:
+    """Every allocation key of ours, ``None`` (removed, in a merge patch) where ``annotations`` lacks it."""
+    return {k: annotations.get(k) for k in A.ALL_KEYS}
 
 
 def _namespaced_name(obj: dict) -> str:
@@ -227,36 +233,40 @@ class KubernetesCluster:
         holder = self.bound_node(uid)
         if holder and holder != node:
             raise ClusterError(f"pod is already bound to node {holder}")
-        if annotations:
-            # Keys of ours that this allocation does not use are cleared: a stale V1
-            # index from an earlier attempt must not survive next to new V2 keys.
-            self._patch_annotations(namespace, name, uid, {k: annotations.get(k) for k in A.ALL_KEYS})
-        if holder == node:
+        if holder == node:  # a repeated bind: the pod is there; make it carry this allocation
+            if annotations:
+                self._patch_annotations(namespace, name, uid, _ours(annotations))
             return
+        # The API server merges a Binding's annotations into the pod in the same
+        # update that sets its node (pods/binding), so one write binds and annotates:
+        # no window where the pod carries an allocation it does not have, or the
+        # reverse. A merge cannot remove keys, so keys of ours this allocation does
+        # not use (left by an earlier attempt or another writer) are cleared first.
+        stale = [k for k in A.ALL_KEYS if k not in annotations and k in ((meta.get("annotations") or {}))]
+        if stale:
+            self._patch_annotations(namespace, name, uid, dict.fromkeys(stale))
         binding = {"apiVersion": "v1", "kind": "Binding",
                    "metadata": {"name": name, "namespace": namespace, "uid": uid,
                                 **({"annotations": dict(annotations)} if annotations else {})},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
             self._write(self.raw.create_binding, namespace, name, binding)
-            if annotations:
-                self._event(ALLOCATED, meta, node, annotations)
-            return
         except ClusterError as failure:
             try:
                 current = self._read_pod(namespace, name)
             except ClusterError:
                 failure.ambiguous = True  # the Binding may exist; leave everything as it is
                 raise failure from None
-            if current is not None and _uid(current) == uid:
-                bound_to = (current.get("spec") or {}).get("nodeName")
-                if bound_to == node:  # the Binding exists after all (a retry, or a reply lost after the write)
-                    if annotations:
-                        self._event(ALLOCATED, meta, node, annotations)
-                    return
-                if not bound_to and annotations:
-                    self._undo_annotations(namespace, name, uid)
-            raise failure
+            bound_to = (current.get("spec") or {}).get("nodeName") if current and _uid(current) == uid else None
+            if bound_to != node:
+                raise failure
+            # the Binding exists after all (a reply lost after the write, or an earlier
+            # attempt's): the pod must carry this allocation, not that attempt's
+            if not annotations or _ours((current.get("metadata") or {}).get("annotations") or {}) == _ours(annotations):
+                return  # nothing new to say: the pod is where, and as, this bind wants it
+            self._patch_annotations(namespace, name, uid, _ours(annotations))
+        if annotations:
+            self._event(ALLOCATED, meta, node, annotations)
 
     def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
         """The node the API shows the pod bound to now (None: unbound or gone)."""
@@ -264,13 +274,6 @@ class KubernetesCluster:
         if current is None or _uid(current) != uid:
             return None
         return (current.get("spec") or {}).get("nodeName")
-
-    def _undo_annotations(self, namespace: str, name: str, uid: str) -> None:
-        try:
-            self._patch_annotations(namespace, name, uid, dict.fromkeys(A.ALL_KEYS))
-        except ClusterError as exc:
-            self.log.warning("could not remove the annotations of a failed bind", extra=fields(
-                pod=f"{namespace}/{name}", uid=uid, error=str(exc)))
 
     # -- API calls --------------------------------------------------------------------
     def _patch_annotations(self, namespace: str, name: str, uid: str, values: dict) -> None:

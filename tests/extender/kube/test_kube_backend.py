@@ -70,16 +70,50 @@ def test_a_pod_deleted_between_filter_and_bind_leaks_nothing(kube, started):
     assert extender.ledger.allocations() == [] and used(extender, "gpu-a") == ([0], [0])
 
 
-def test_a_pod_replaced_under_the_same_name_is_not_patched(kube, started):
+def test_a_pod_replaced_under_the_same_name_is_not_bound(kube, started):
     extender, (old,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)], [pod("web-0", mem=5)])
     assert filter_(extender, old, ["gpu-a"])["NodeNames"] == ["gpu-a"]
     kube.delete("pods", "web-0")
     new = create_pending(kube, "web-0", mem=5, uid="uid-web-0-again")  # a StatefulSet recreated it
     error = bind(extender, old, "gpu-a")
-    assert "422" in error and "metadata.uid" in error and "immutable" in error
+    assert "409" in error and "Precondition failed: UID" in error
     on_api = kube.get("pods", "web-0")
     assert on_api["metadata"]["uid"] == new["metadata"]["uid"] and "annotations" not in on_api["metadata"]
     assert "nodeName" not in on_api["spec"] and extender.ledger.allocations() == []
+
+
+def test_a_bind_is_one_write_that_sets_node_and_annotations_together(kube, started):
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=2, gib=15)], [pod("p1", mem=3)])
+    before = len(kube.requests)
+    assert bind(extender, p, "gpu-a") == ""
+    writes = [r for r in kube.requests[before:] if r[0] != "GET" and not r[1].endswith("/events")]
+    assert writes == [("POST", "/api/v1/namespaces/default/pods/p1/binding")]
+    on_api = kube.get("pods", "p1")
+    assert on_api["spec"]["nodeName"] == "gpu-a" and on_api["metadata"]["annotations"][A.V1_POD] == "3"
+
+
+def test_keys_of_ours_the_allocation_does_not_use_are_cleared_before_the_binding(kube, started):
+    stale = pod("p1", mem=3)
+    stale["metadata"]["annotations"] = {A.V2_CORE: '{"0":{"1":40}}', "team": "ml"}  # an earlier attempt's core
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=2, gib=15)], [stale])
+    assert bind(extender, p, "gpu-a") == ""
+    annotations = kube.get("pods", "p1")["metadata"]["annotations"]
+    assert A.V2_CORE not in annotations and annotations["team"] == "ml"
+    assert annotations[A.V2_ALLOCATION] == '{"0":{"0":3}}'
+
+
+def test_a_binding_that_exists_already_gets_this_allocations_annotations(kube, started):
+    extender, (p,) = synced(started, kube, [node("gpu-a", "cgpu", gpus=2, gib=15)], [pod("p1", mem=3)])
+    earlier = dict(p, metadata={**p["metadata"], "annotations": {}})
+    kube.api_bind("default", "p1", {"metadata": {"uid": p["metadata"]["uid"],
+                                                 "annotations": {A.V2_ALLOCATION: '{"0":{"1":3}}'}},
+                                    "target": {"name": "gpu-a"}})  # an attempt whose reply was lost
+    cluster = extender.cluster
+    cluster._pods.store.pop(p["metadata"]["uid"], None)  # the watch has not shown it yet
+    allocation, _ = extender.ledger.reserve(PodRef.of(p), parse_pod_request(p), "gpu-a", 1)
+    cluster.bind(earlier, "gpu-a", allocation.annotations)  # 409 "already assigned" to this node → success
+    on_api = kube.get("pods", "p1")["metadata"]["annotations"]
+    assert {k: on_api.get(k) for k in A.ALL_KEYS} == {k: allocation.annotations.get(k) for k in A.ALL_KEYS}
 
 
 def test_node_changes_rebuild_rows_and_keep_counting_pods(kube, started):

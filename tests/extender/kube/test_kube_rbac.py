@@ -50,7 +50,7 @@ def test_every_request_the_extender_sends_is_granted(kube, started):
     assert filter_(extender, p1, ["gpu-a"])["NodeNames"] == ["gpu-a"]
     assert bind(extender, p1, "gpu-a") == ""
     kube.fail_bindings.append(500)
-    assert "500" in bind(extender, p2, "gpu-a")  # patched, Binding failed, annotations taken off
+    assert "500" in bind(extender, p2, "gpu-a")  # the Binding failed: nothing written
     assert bind(extender, p3, "gpu-a") == ""  # filter never saw it
     wait_until(lambda: kube.events, what="the Warning event")
     cluster, kube_system = granted()
