@@ -48,6 +48,12 @@ current-context: fake
 """
 
 
+def _py_spy() -> str:
+    """py-spy beside this interpreter (the venv's bench extra), else from PATH."""
+    here = Path(sys.executable).with_name("py-spy")
+    return str(here) if here.exists() else "py-spy"
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time of every thread of the process, in ns resolution (``schedstat``; ``stat`` counts
     10 ms ticks, too coarse for the watch's share)."""
@@ -100,7 +106,7 @@ def measure(nodes: int, pods: int, seed: int, profile: str | None = None) -> dic
             def phase(name, work, settle=2.0):
                 spy = None
                 if profile and name.startswith("bind"):  # py-spy (the bench extra) on the bind phase
-                    spy = subprocess.Popen(["py-spy", "record", "-p", str(server.pid), "-o", profile, "-f", "raw",
+                    spy = subprocess.Popen([_py_spy(), "record", "-p", str(server.pid), "-o", profile, "-f", "raw",
                                             "-r", "500", "--nonblocking", "--gil"], stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL)
                     time.sleep(1.0)
@@ -146,7 +152,7 @@ def measure(nodes: int, pods: int, seed: int, profile: str | None = None) -> dic
                         done.append(meta)
                 return done
 
-            bound = phase("bind (patch, Binding) + its watch events", bind_all)
+            bound = phase("bind (Binding, Event) + its watch events", bind_all)
             phase("watch: pods Running", lambda: [kube.set_pod_phase(m["name"], "Running", m["namespace"])
                                                   for m in bound])
             cpu = sum(c for c, _ in phases.values())

@@ -3,20 +3,36 @@
 The ``kubernetes`` client (37.x) validates every call's arguments with
 pydantic, serializes the body through its model layer, re-reads proxy settings
 from the environment and parses the reply's headers with the email package:
-about 1.8 ms of CPU per call in ``benchmarks.load_kube`` (py-spy), three calls
-per bind (annotation patch, Binding, Event). :class:`RawApi` sends the same
-requests with the client's own connection pool, TLS settings and
-authentication (:meth:`ApiClient.update_params_for_auth`, so a refreshed token
-is used as the client would), the body encoded with orjson, and reads the reply
-as bytes. Failures are raised as the client's ``ApiException`` (status, reason,
-body), so callers handle them as before.
+about 1.8 ms of CPU per call in ``benchmarks.load_kube`` (py-spy). Bind's
+writes (the Binding, the Event, rarely an annotation patch) go through
+:class:`RawApi` instead: the body encoded with orjson, the reply read as
+bytes, the client's own TLS settings and authentication. Failures are raised
+as the client's ``ApiException`` (status, reason, body), so callers handle them
+as before.
+
+Transport: a :class:`~extender.kube.httpclient.KeepAliveClient` (a kept
+connection per thread, TLS built from the client configuration: CA, client
+certificate, ``verify_ssl``, ``assert_hostname``, ``tls_server_name``) where
+the configuration asks for no proxy; else the client's own urllib3 pool,
+which knows proxies. The auth header comes from
+:meth:`ApiClient.update_params_for_auth`, so a token the client refreshes
+(service-account token files, exec plugins) is used as the client would use
+it; it is asked again at most once per :data:`AUTH_TTL` seconds.
 """
 
 from __future__ import annotations
 
-from urllib.parse import quote
+import base64
+import ssl
+import threading
+import time
+from urllib.parse import quote, urlsplit
 
 import orjson
+
+from extender.kube.httpclient import KeepAliveClient
+
+AUTH_TTL = 1.0  # seconds an auth header is reused before the client is asked again
 
 
 class RawApi:
@@ -28,17 +44,35 @@ class RawApi:
         self._host = api_client.configuration.host.rstrip("/")
         self._timeout = timeout
         self._error = ApiException
+        self._direct = direct_client(api_client.configuration, timeout)
+        self._prefix = urlsplit(self._host).path  # a host URL may carry a path (an API proxy's)
+        self._auth_lock = threading.Lock()
+        self._auth: tuple[float, dict] = (float("-inf"), {})
+
+    def _headers(self, path: str, method: str) -> dict:
+        now = time.monotonic()
+        expires, auth = self._auth
+        if now >= expires:
+            auth = {}
+            with self._auth_lock:
+                self._client.update_params_for_auth(auth, [], ["BearerToken"], path, method, None)
+                self._auth = (now + AUTH_TTL, auth)
+        return {**self._client.default_headers, **auth}
 
     def _request(self, method: str, path: str, body: dict, content_type: str = "application/json") -> dict:
-        headers = {**self._client.default_headers, "Accept": "application/json", "Content-Type": content_type}
-        self._client.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
-        reply = self._pool.request(method, self._host + path, body=orjson.dumps(body), headers=headers,
-                                   timeout=self._timeout, retries=False, preload_content=True)
-        if not 200 <= reply.status < 300:
-            error = self._error(status=reply.status, reason=reply.reason)
-            error.body = reply.data
+        headers = {**self._headers(path, method), "Accept": "application/json", "Content-Type": content_type}
+        data = orjson.dumps(body)
+        if self._direct is not None:
+            status, reason, reply = self._direct.request(method, self._prefix + path, headers, data)
+        else:
+            response = self._pool.request(method, self._host + path, body=data, headers=headers,
+                                          timeout=self._timeout, retries=False, preload_content=True)
+            status, reason, reply = response.status, response.reason, response.data
+        if not 200 <= status < 300:
+            error = self._error(status=status, reason=reason)
+            error.body = reply
             raise error
-        return orjson.loads(reply.data or b"{}")
+        return orjson.loads(reply or b"{}")
 
     def patch_pod(self, namespace: str, name: str, body: dict) -> dict:
         """A JSON merge patch of a pod (``metadata.annotations`` here)."""
@@ -50,3 +84,50 @@ class RawApi:
 
     def create_event(self, namespace: str, body: dict) -> dict:
         return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body)
+
+
+def direct_client(configuration, timeout: float) -> KeepAliveClient | None:
+    """A :class:`KeepAliveClient` for the configuration's host, or None where only the client's
+    own transport will do (a proxy, or a scheme other than http/https)."""
+    from kubernetes.client.rest import should_bypass_proxies
+
+    if configuration.proxy and not should_bypass_proxies(configuration.host, configuration.no_proxy or ""):
+        return None
+    if isinstance(configuration.assert_hostname, str):  # a name to check other than the host's
+        return None
+    url = urlsplit(configuration.host)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    if url.scheme == "http":
+        return KeepAliveClient(url.hostname, port, timeout)
+    return KeepAliveClient(url.hostname, port, timeout, tls_context(configuration),
+                           configuration.tls_server_name or url.hostname)
+
+
+def tls_context(configuration) -> ssl.SSLContext:
+    """The TLS settings the ``kubernetes`` client gives urllib3, as an :class:`ssl.SSLContext`."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        if configuration.ssl_ca_cert or configuration.ca_cert_data:
+            context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=configuration.ssl_ca_cert or None,
+                                                 cadata=_pem(configuration.ca_cert_data))
+        if configuration.assert_hostname is False:
+            context.check_hostname = False
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    return context
+
+
+def _pem(data) -> str | None:
+    """CA data as :meth:`ssl.SSLContext.load_verify_locations` takes it (PEM text), or None."""
+    if not data:
+        return None
+    if isinstance(data, bytes):
+        data = data.decode("ascii", "replace")
+    if "-----BEGIN" not in data:  # base64 of PEM, as a kubeconfig's certificate-authority-data
+        data = base64.b64decode(data).decode("ascii", "replace")
+    return data
