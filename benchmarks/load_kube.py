@@ -80,7 +80,8 @@ def post(connection, path: str, body: bytes) -> tuple[dict | list, float]:
     return orjson.loads(data), float(timing)
 
 
-def measure(nodes: int, pods: int, seed: int, profile: str | None = None) -> dict:
+def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = None) -> dict:
+    """The figures of one run; ``profile``: ``(phase prefix, file)`` for py-spy's raw samples."""
     kube = FakeKube().start()
     objects = cluster_objects(nodes, seed=seed)
     for obj in objects:
@@ -105,8 +106,8 @@ def measure(nodes: int, pods: int, seed: int, profile: str | None = None) -> dic
 
             def phase(name, work, settle=2.0):
                 spy = None
-                if profile and name.startswith("bind"):  # py-spy (the bench extra) on the bind phase
-                    spy = subprocess.Popen([_py_spy(), "record", "-p", str(server.pid), "-o", profile, "-f", "raw",
+                if profile and name.startswith(profile[0]):  # py-spy (the bench extra) on that phase
+                    spy = subprocess.Popen([_py_spy(), "record", "-p", str(server.pid), "-o", profile[1], "-f", "raw",
                                             "-r", "500", "--nonblocking", "--gil"], stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL)
                     time.sleep(1.0)
@@ -173,10 +174,12 @@ def main(argv=None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--profile-bind", metavar="FILE", help="py-spy's raw samples of the bind phase here")
+    parser.add_argument("--profile", nargs=2, metavar=("PHASE", "FILE"),
+                        help="py-spy's raw samples of the phase whose name starts with PHASE (bind, filter, watch) "
+                             "in FILE")
     args = parser.parse_args(argv)
     for nodes in args.nodes:
-        r = measure(nodes, args.pods, args.seed, args.profile_bind)
+        r = measure(nodes, args.pods, args.seed, args.profile)
         print(f"{r['nodes']} nodes, {r['bound']} of {r['pods']} pods bound: {r['cpu_ms_per_pod']} CPU-ms per pod, "
               f"ceiling {r['ceiling_pods_per_s']} pods/s; RSS {r['rss_mb'][0]} → {r['rss_mb'][1]} MB; "
               f"startup {r['startup_s']} s", flush=True)

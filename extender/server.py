@@ -4,8 +4,10 @@ The allocation ledger lives in this process's memory, so a second process
 would keep a second, disagreeing ledger and double-allocate GPUs. The
 connections are read by :mod:`extender.httpserver` (an event loop: slow and
 idle clients hold no thread) and complete requests run in ``threads`` handler
-threads, so binds (which kube-scheduler sends concurrently) and probes run
-while a filter is served; the ledger's per-node locks make that safe.
+threads, so binds (which kube-scheduler sends concurrently, each waiting on the
+API server) run while a filter is served; the ledger's per-node locks make that
+safe. Filter, prioritize and the probes, which only compute, run in the loop's
+thread (:func:`inline`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from extender.app import create_app
 from extender.config import Config
 from extender.httpserver import HTTPServer, Limits, tls_context
 from extender.logs import configure
+
+
+INLINE = ((b"POST", (b"/filter", b"/prioritize")), (b"GET", (b"/healthz", b"/readyz")))
+
+
+def inline(method: bytes, path: bytes) -> bool:
+    """Requests served in the event loop's thread: CPU-bound and short, never waiting on the
+    API server (bind, preempt) nor long (metrics, inspect at 10,000 nodes)."""
+    return any(method == m and path.endswith(ends) for m, ends in INLINE)
 
 
 class ExtenderServer:
@@ -33,7 +44,7 @@ class ExtenderServer:
         app = self._factory(self._config)
         self.http = HTTPServer(app, self._host, self._port, threads=self._threads,
                                limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context,
-                               probe_port=self._probe_port)
+                               probe_port=self._probe_port, inline=inline)
         try:
             self.http.run()
         finally:
