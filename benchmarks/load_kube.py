@@ -23,14 +23,18 @@ sustain at that cost (1 / CPU per pod), and RSS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -80,8 +84,10 @@ def post(connection, path: str, body: bytes) -> tuple[dict | list, float]:
     return orjson.loads(data), float(timing)
 
 
-def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = None) -> dict:
-    """The figures of one run; ``profile``: ``(phase prefix, file)`` for py-spy's raw samples."""
+@contextlib.contextmanager
+def served(nodes: int, seed: int, write_delay: float = 0.0):
+    """``(kube, server process, port, node names, startup seconds)``: the fake API server with the
+    synthetic cluster, and the extender serving it, synced."""
     kube = FakeKube().start()
     objects = cluster_objects(nodes, seed=seed)
     for obj in objects:
@@ -98,75 +104,130 @@ def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = 
         try:
             started = time.monotonic()
             wait_ready(port, timeout=600)
-            startup = time.monotonic() - started
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            base = "/cgpu-scheduler"
-            rss0 = rss_mb(server.pid)
-            phases = {}
-
-            def phase(name, work, settle=2.0):
-                spy = None
-                if profile and name.startswith(profile[0]):  # py-spy (the bench extra) on that phase
-                    spy = subprocess.Popen([_py_spy(), "record", "-p", str(server.pid), "-o", profile[1], "-f", "raw",
-                                            "-r", "500", "--nonblocking", "--gil"], stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL)
-                    time.sleep(1.0)
-                before, clock = cpu_seconds(server.pid), time.monotonic()
-                result = work()
-                if spy is not None:
-                    spy.send_signal(2)
-                    spy.wait(30)
-                time.sleep(settle)  # the watch events it caused
-                phases[name] = (cpu_seconds(server.pid) - before, time.monotonic() - clock - settle)
-                return result
-
-            burst = phase("watch: pods created", lambda: [kube.create("pods", pending_pod(i, seed))
-                                                           for i in range(pods)])
-            names_json = orjson.dumps(names)
-
-            def decide():
-                chosen, taken = [], set()
-                for pod in burst:
-                    body = b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":null,"NodeNames":' + names_json + b"}"
-                    passed = post(connection, f"{base}/filter", body)[0].get("NodeNames") or []
-                    if len(passed) > 1:
-                        scores = post(connection, f"{base}/prioritize", b'{"Pod":' + orjson.dumps(pod) +
-                                      b',"Nodes":null,"NodeNames":' + orjson.dumps(passed) + b"}")[0]
-                        # the best node no earlier pod took: decided before any bind, pods must not collide
-                        ranked = sorted(scores, key=lambda s: -s["Score"])
-                        passed = [next((s["Host"] for s in ranked if s["Host"] not in taken), ranked[0]["Host"])]
-                    if passed:
-                        taken.add(passed[0])
-                        chosen.append((pod, passed[0]))
-                return chosen
-
-            chosen = phase("filter + prioritize", decide, settle=0.0)
-
-            def bind_all():
-                done = []
-                for pod, node in chosen:
-                    meta = pod["metadata"]
-                    reply = post(connection, f"{base}/bind", orjson.dumps({
-                        "PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
-                        "Node": node}))[0]
-                    if not reply["Error"]:
-                        done.append(meta)
-                return done
-
-            bound = phase("bind (Binding, Event) + its watch events", bind_all)
-            phase("watch: pods Running", lambda: [kube.set_pod_phase(m["name"], "Running", m["namespace"])
-                                                  for m in bound])
-            cpu = sum(c for c, _ in phases.values())
-            n = max(len(bound), 1)
-            return {"nodes": nodes, "pods": pods, "bound": len(bound), "startup_s": round(startup, 1),
-                    "cpu_ms_per_pod": round(1000 * cpu / n, 2),
-                    "phases_ms_per_pod": {k: round(1000 * c / n, 2) for k, (c, _) in phases.items()},
-                    "ceiling_pods_per_s": round(len(bound) / cpu) if cpu else None,
-                    "rss_mb": [round(rss0), round(rss_mb(server.pid))]}
+            kube.write_delay = write_delay
+            yield kube, server, port, names, time.monotonic() - started
         finally:
             server.terminate()
             server.wait(15)
             kube.stop()
+
+
+def filter_body(pod: dict, names_json: bytes) -> bytes:
+    return b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":null,"NodeNames":' + names_json + b"}"
+
+
+def choose(connection, base: str, pod: dict, names_json: bytes, taken: set) -> str | None:
+    """kube-scheduler's cycle for one pod: filter, prioritize, the best node no earlier pod took
+    (decided before any bind, so pods do not collide)."""
+    passed = post(connection, f"{base}/filter", filter_body(pod, names_json))[0].get("NodeNames") or []
+    if len(passed) > 1:
+        scores = post(connection, f"{base}/prioritize", filter_body(pod, orjson.dumps(passed)))[0]
+        ranked = sorted(scores, key=lambda s: -s["Score"])
+        passed = [next((s["Host"] for s in ranked if s["Host"] not in taken), ranked[0]["Host"])]
+    if passed:
+        taken.add(passed[0])
+        return passed[0]
+    return None
+
+
+def bind_body(pod: dict, node: str) -> bytes:
+    meta = pod["metadata"]
+    return orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
+                         "Node": node})
+
+
+def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = None) -> dict:
+    """The figures of one run; ``profile``: ``(phase prefix, file)`` for py-spy's raw samples."""
+    with served(nodes, seed) as (kube, server, port, names, startup):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        base = "/cgpu-scheduler"
+        rss0 = rss_mb(server.pid)
+        phases = {}
+
+        def phase(name, work, settle=2.0):
+            spy = None
+            if profile and name.startswith(profile[0]):  # py-spy (the bench extra) on that phase
+                spy = subprocess.Popen([_py_spy(), "record", "-p", str(server.pid), "-o", profile[1], "-f", "raw",
+                                        "-r", "500", "--nonblocking", "--gil"], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+                time.sleep(1.0)
+            before, clock = cpu_seconds(server.pid), time.monotonic()
+            result = work()
+            if spy is not None:
+                spy.send_signal(2)
+                spy.wait(30)
+            time.sleep(settle)  # the watch events it caused
+            phases[name] = (cpu_seconds(server.pid) - before, time.monotonic() - clock - settle)
+            return result
+
+        burst = phase("watch: pods created", lambda: [kube.create("pods", pending_pod(i, seed))
+                                                       for i in range(pods)])
+        names_json = orjson.dumps(names)
+
+        def decide():
+            taken = set()
+            return [(pod, node) for pod in burst if (node := choose(connection, base, pod, names_json, taken))]
+
+        chosen = phase("filter + prioritize", decide, settle=0.0)
+
+        def bind_all():
+            return [pod["metadata"] for pod, node in chosen
+                    if not post(connection, f"{base}/bind", bind_body(pod, node))[0]["Error"]]
+
+        bound = phase("bind (Binding, Event) + its watch events", bind_all)
+        phase("watch: pods Running", lambda: [kube.set_pod_phase(m["name"], "Running", m["namespace"])
+                                              for m in bound])
+        cpu = sum(c for c, _ in phases.values())
+        n = max(len(bound), 1)
+        return {"nodes": nodes, "pods": pods, "bound": len(bound), "startup_s": round(startup, 1),
+                "cpu_ms_per_pod": round(1000 * cpu / n, 2),
+                "phases_ms_per_pod": {k: round(1000 * c / n, 2) for k, (c, _) in phases.items()},
+                "ceiling_pods_per_s": round(len(bound) / cpu) if cpu else None,
+                "rss_mb": [round(rss0), round(rss_mb(server.pid))]}
+
+
+
+def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms: float,
+                      binders: int = 16) -> dict:
+    """kube-scheduler's shape, paced: per pod its own work (``own_ms``, slept: the scheduler's
+    plugins, in another process) then the extender's filter and prioritize, one pod after
+    another, while the binds of earlier pods run concurrently (``binders`` at once, as its
+    binding goroutines), the API server taking ``write_ms`` per write. Alone it would schedule
+    1000 / ``own_ms`` pods/s; the rate with the extender is measured."""
+    with served(nodes, seed, write_delay=write_ms / 1000) as (kube, server, port, names, _):
+        base = "/cgpu-scheduler"
+        burst = [kube.create("pods", pending_pod(i, seed)) for i in range(pods)]
+        time.sleep(2.0)  # the watch has seen them
+        names_json, taken, local = orjson.dumps(names), set(), threading.local()
+
+        def bind(pod, node):
+            if not hasattr(local, "connection"):
+                local.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            started = time.perf_counter()
+            error = post(local.connection, f"{base}/bind", bind_body(pod, node))[0]["Error"]
+            return not error, time.perf_counter() - started
+
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        calls, binds = [], []
+        cpu0, clock = cpu_seconds(server.pid), time.monotonic()
+        with ThreadPoolExecutor(binders) as pool:
+            for pod in burst:
+                time.sleep(own_ms / 1000)
+                started = time.perf_counter()
+                node = choose(connection, base, pod, names_json, taken)
+                calls.append(time.perf_counter() - started)
+                if node is not None:
+                    binds.append(pool.submit(bind, pod, node))
+            results = [b.result() for b in binds]
+        wall = time.monotonic() - clock
+        cpu = cpu_seconds(server.pid) - cpu0
+        bound = sum(ok for ok, _ in results)
+        alone = 1000 / own_ms if own_ms else None
+        return {"nodes": nodes, "pods": pods, "bound": bound, "own_ms": own_ms, "write_ms": write_ms,
+                "calls_ms": [round(1000 * float(np.percentile(calls, q)), 2) for q in (50, 99)],
+                "bind_ms": [round(1000 * float(np.percentile([t for _, t in results], q)), 2) for q in (50, 99)],
+                "pods_per_s": round(len(calls) / wall, 1), "alone_pods_per_s": alone and round(alone, 1),
+                "cpu_ms_per_pod": round(1000 * cpu / max(bound, 1), 2)}
 
 
 def main(argv=None) -> int:
@@ -174,10 +235,25 @@ def main(argv=None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pipelined", type=float, nargs="+", metavar="OWN_MS",
+                        help="instead: kube-scheduler's cycle paced at OWN_MS of its own work per pod, "
+                             "binds concurrent (see measure_pipelined)")
+    parser.add_argument("--write-ms", type=float, default=5.0, help="with --pipelined: ms per API write")
     parser.add_argument("--profile", nargs=2, metavar=("PHASE", "FILE"),
                         help="py-spy's raw samples of the phase whose name starts with PHASE (bind, filter, watch) "
                              "in FILE")
     args = parser.parse_args(argv)
+    if args.pipelined:
+        for nodes in args.nodes:
+            for own_ms in args.pipelined:
+                r = measure_pipelined(nodes, args.pods, args.seed, own_ms, args.write_ms)
+                print(f"{nodes} nodes, scheduler's own {own_ms} ms/pod (alone {r['alone_pods_per_s']} pods/s), "
+                      f"API writes {args.write_ms} ms: {r['pods_per_s']} pods/s through the extender "
+                      f"({100 * r['pods_per_s'] / r['alone_pods_per_s']:.0f} %), {r['bound']} of {r['pods']} "
+                      f"bound; filter + prioritize p50 {r['calls_ms'][0]} / p99 {r['calls_ms'][1]} ms; bind p50 "
+                      f"{r['bind_ms'][0]} / p99 {r['bind_ms'][1]} ms; {r['cpu_ms_per_pod']} CPU-ms per pod",
+                      flush=True)
+        return 0
     for nodes in args.nodes:
         r = measure(nodes, args.pods, args.seed, args.profile)
         print(f"{r['nodes']} nodes, {r['bound']} of {r['pods']} pods bound: {r['cpu_ms_per_pod']} CPU-ms per pod, "

@@ -85,6 +85,7 @@ class FakeKube:
         self.events: list[dict] = []  # Events created through the API
         self.fail_events: list[int] = []  # statuses for the next Event creations, in order
         self.watches_open = 0
+        self.write_delay = 0.0  # seconds every write waits before it is handled (a loaded API server)
         self.list_pages = 0  # list requests answered (one per page)
         self._server = None
         self._thread = None
@@ -363,6 +364,8 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.kube.requests.append((method, url.path))
+        if method != "GET" and self.kube.write_delay:
+            time.sleep(self.kube.write_delay)
         try:
             collection = _COLLECTION.match(url.path)
             pod = _POD.match(url.path)
