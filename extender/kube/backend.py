@@ -305,7 +305,7 @@ class KubernetesCluster:
         """A :class:`RawApi` write, its reply as JSON; every failure as a :class:`ClusterError`."""
         try:
             return method(*args)
-        except Exception as exc:  # noqa: BLE001 - urllib3 and the API raise many types; all mean "failed"
+        except Exception as exc:  # noqa: BLE001 - sockets, TLS and the API raise many types; all mean "failed"
             raise _cluster_error(exc) from None
 
     call = _call  # for loops that share this client and its error handling (extender.kube.placeholders)
@@ -314,7 +314,7 @@ class KubernetesCluster:
 def _cluster_error(exc: Exception) -> ClusterError:
     code = api_status(exc)
     if code is None:
-        error = ClusterError(f"Kubernetes API unreachable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        error = ClusterError(f"Kubernetes API unreachable: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}")
     else:
         message = getattr(exc, "reason", "") or ""
         try:

@@ -188,3 +188,10 @@ def test_a_proxy_leaves_the_writes_to_the_clients_own_transport():
     assert direct_client(configuration, timeout=5) is None
     configuration.no_proxy = "10.0.0.1"
     assert direct_client(configuration, timeout=5) is not None
+
+
+def test_a_transport_failure_without_a_message_is_still_a_cluster_error():
+    from extender.kube.backend import _cluster_error
+
+    error = _cluster_error(ConnectionResetError())
+    assert error.status is None and "Kubernetes API unreachable: ConnectionResetError" in str(error)
