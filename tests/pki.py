@@ -20,8 +20,8 @@ def _certificate(subject, key, issuer, issuer_key, ca=False, server=False):
                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                        critical=False)
+        loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+        builder = builder.add_extension(x509.SubjectAlternativeName([loopback]), critical=False)
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     elif not ca:
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)

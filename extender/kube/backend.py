@@ -242,7 +242,7 @@ class KubernetesCluster:
         # no window where the pod carries an allocation it does not have, or the
         # reverse. A merge cannot remove keys, so keys of ours this allocation does
         # not use (left by an earlier attempt or another writer) are cleared first.
-        stale = [k for k in A.ALL_KEYS if k not in annotations and k in ((meta.get("annotations") or {}))]
+        stale = [k for k in A.ALL_KEYS if k not in annotations and k in (meta.get("annotations") or {})]
         if stale:
             self._patch_annotations(namespace, name, uid, dict.fromkeys(stale))
         binding = {"apiVersion": "v1", "kind": "Binding",
@@ -314,7 +314,8 @@ class KubernetesCluster:
 def _cluster_error(exc: Exception) -> ClusterError:
     code = api_status(exc)
     if code is None:
-        error = ClusterError(f"Kubernetes API unreachable: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}")
+        first_line = (str(exc).splitlines() or [""])[0]
+        error = ClusterError(f"Kubernetes API unreachable: {type(exc).__name__}: {first_line[:200]}")
     else:
         message = getattr(exc, "reason", "") or ""
         try:

@@ -83,7 +83,8 @@ def scripted():
 
 
 def test_replies_by_length_and_by_chunks_on_one_kept_connection(scripted):
-    server = scripted(OK, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"b\"\r\n4;x=1\r\n: 1}\r\n0\r\n\r\n",
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"b\"\r\n4;x=1\r\n: 1}\r\n0\r\n\r\n"
+    server = scripted(OK, chunked,
                       b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
     c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
     assert c.request("POST", "/x", {"Authorization": "Bearer t"}, b'{"k": 1}') == (201, "Created", b'{"a": true}')
