@@ -6,18 +6,23 @@ load benchmark's synthetic cluster (``benchmarks.synthetic``, with its bound
 pods), then ``--pods`` pending pods created in a burst once the extender is
 synced (each an ADDED watch event). kube-scheduler is emulated as
 ``benchmarks.load`` does: per pod, filter over every node, prioritize over the
-ones that passed, bind to the best; the extender's bind patches the annotations
-and creates the Binding on the API server (MODIFIED event), and the driver,
+ones that passed, bind to the best; the extender's bind creates the Binding,
+which carries the annotations, and an Event (MODIFIED watch event), and the driver,
 as a kubelet would, then marks the pod Running (another MODIFIED event).
 
 Printed: the extender process's CPU time per scheduled pod (from /proc, user +
 system, every thread), split by running the steps one after another for all pods and taking
 the process's CPU across each: the watch decoding the burst of new pods; filter
-and prioritize; bind (its patch and Binding, and the watch events they cause);
+and prioritize; bind (its Binding and Event, and the watch events they cause);
 the watch decoding the pods turning Running. Then the pods/s one process can
 sustain at that cost (1 / CPU per pod), and RSS.
 
     python -m benchmarks.load_kube --nodes 1000 5000 --pods 1000
+
+With ``--pipelined OWN_MS ...`` it measures instead the rate a paced
+kube-scheduler keeps with binds running concurrently (:func:`measure_pipelined`):
+
+    python -m benchmarks.load_kube --nodes 500 --pods 1000 --pipelined 26 10
 """
 
 from __future__ import annotations

@@ -107,16 +107,14 @@ def direct_client(configuration, timeout: float) -> KeepAliveClient | None:
 
 def tls_context(configuration) -> ssl.SSLContext:
     """The TLS settings the ``kubernetes`` client gives urllib3, as an :class:`ssl.SSLContext`."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    if not configuration.verify_ssl:
+    verify = configuration.verify_ssl
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH,
+                                         cafile=(verify and configuration.ssl_ca_cert) or None,
+                                         cadata=_pem(configuration.ca_cert_data) if verify else None)
+    if not verify or configuration.assert_hostname is False:
         context.check_hostname = False
+    if not verify:
         context.verify_mode = ssl.CERT_NONE
-    else:
-        if configuration.ssl_ca_cert or configuration.ca_cert_data:
-            context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=configuration.ssl_ca_cert or None,
-                                                 cadata=_pem(configuration.ca_cert_data))
-        if configuration.assert_hostname is False:
-            context.check_hostname = False
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
     return context

@@ -61,9 +61,6 @@ class KeepAliveClient:
             self._drop()
         return status, reason, data
 
-    def close(self) -> None:
-        self._drop()
-
     def _connection(self) -> "_Conn":
         conn = getattr(self._local, "conn", None)
         if conn is not None and _quiet(conn.sock):
