@@ -3,9 +3,10 @@
     raw(node)      = −Δ(node) + 10⁻⁸ · u(node)
     Δ(node)        = min over the GPUs g the pod may take of M(node with the pod on g) − M(node),
                      rounded to 10⁻⁶ GPU
-    M(node)        = Frag(node) + Stranded(node)
+    M(node)        = Frag(node) + Stranded(node) + Starved(node)
     Frag(node)     = Σ_m p(m) · F(node, m)                   (policy.fragmentation)
     Stranded(node) = Σ_g idle(g) · [some GPU shape would fit g but for the node's CPU and memory, none does]
+    Starved(node)  = max(0, idle(node) − min(cpu_free / c̄, host_free / h̄))   (policy.starvation)
     p(m)          ∝ w(m) · π(m)
 
 FGD (Weng et al., USENIX ATC 2023: place where the node's fragmentation grows
@@ -34,6 +35,15 @@ whole trace in advance:
   a GPU no shape fits anyway (e.g. 0.19 left by an 810 pod when nothing
   smaller was seen) is packing, not stranding, and stays Frag's alone.
   ``stranded=False`` leaves it out (FGD's measure).
+* ``Starved(node)``: Frag and Stranded see which shapes could still run
+  after this pod; neither sees the CPU and host memory the node's idle GPUs
+  will need over the pods to come. With ``c̄`` the CPU a GPU of demand comes
+  with in the learned mix (``h̄`` the host memory), idle GPU beyond what the
+  node's free CPU and memory can feed at that rate counts in full, in GPUs
+  like Frag. It steers CPU-only pods, which change no shape's fit while CPU is
+  plentiful, away from nodes whose idle GPUs will need that CPU, and
+  CPU-hungry GPU pods towards nodes with CPU to spare. Not a tuned weight: 1,
+  the unit of Frag. ``starved=False`` leaves it out.
 * ``u(node)``: mean fullness of the node's healthy GPUs before the pod
   (``Candidates.node_fill``); only
   breaks ties in Δ (lexicographic: Δ is rounded first), towards the
@@ -52,6 +62,7 @@ from policy.fragmentation import ModelPressure, PartsCache, distinct_gpus, growt
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
+from policy.starvation import appetite, starved_growth
 
 RESOLUTION = 1e-6  # GPUs: growths that round alike are equal
 TIE_BREAK = 1e-8  # < RESOLUTION, so u(node) only orders equal growths
@@ -61,9 +72,10 @@ class Fragmentation:
     name = "fragmentation"
 
     def __init__(self, max_shapes: int = 256, half_life: float = 0.0, weighting: str = "gpus",
-                 host_aware: bool = True, stranded: bool = True):
+                 host_aware: bool = True, stranded: bool = True, starved: bool = True):
         self.mix = ShapeMix(max_shapes, half_life, weighting, host_aware)
         self.stranded = stranded
+        self.starved = starved and host_aware
         self._cache = PartsCache()
         self._pressure = ModelPressure()
 
@@ -98,8 +110,9 @@ class Fragmentation:
             return gpus
         view, request = candidates.view, candidates.request
         shapes = self.shapes(candidates)
+        starved = self._starved_growth(view, request)
         if request.gpu_count != 1:
-            growth = growth_on(view, shapes, request, candidates.gpus, self._cache, self.stranded)
+            growth = growth_on(view, shapes, request, candidates.gpus, self._cache, self.stranded) + starved
             candidates.notes["growth"] = np.round(growth / RESOLUTION) * RESOLUTION
             return candidates.gpus
         options = candidates.fit & candidates.feasible[:, None] & distinct_gpus(view)
@@ -107,8 +120,18 @@ class Fragmentation:
         growth = np.round(growth / RESOLUTION) * RESOLUTION
         least = growth.min(axis=1)
         gpu = np.argmax(np.where(growth == least[:, None], fullness(view), -np.inf), axis=1)
-        candidates.notes["growth"] = least
+        candidates.notes["growth"] = np.round((least + starved) / RESOLUTION) * RESOLUTION
         return gpu[:, None]
+
+    def _starved_growth(self, view, request: GPURequest) -> np.ndarray:
+        """Starved(node with the pod) − Starved(node), with c̄ and h̄ from the learned mix (0 before any pod)."""
+        shapes = self.mix.shapes()
+        if not self.starved or shapes is None:
+            return np.zeros(len(view.known))
+        per_pod = 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
+        memory = view.mem_total[view.healthy]
+        cpu, host = appetite(shapes, per_pod, float(memory.mean()) if memory.size else 0.0)
+        return starved_growth(view, request, cpu, host)
 
     def score(self, candidates: Candidates) -> np.ndarray:
         if "growth" not in candidates.notes:

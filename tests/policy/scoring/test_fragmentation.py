@@ -80,6 +80,21 @@ def test_pods_keep_away_from_using_up_the_cpu_a_half_used_gpu_needs():
     assert raw["fresh"] > raw["lone"] and scores["fresh"] == 10  # the stranded 0.53 counts in full
 
 
+def test_cpu_only_pods_leave_the_cpu_idle_gpus_will_need():
+    # Every learned GPU pod takes one GPU and 8 cores. "hungry" has 3 idle GPUs and 24 free cores: an 8-core
+    # CPU-only pod changes no shape's fit there, but leaves CPU for only two of them; "roomy" has CPU to spare.
+    gpu_pod = simple_request(1000, whole_device=True, cpu=8_000)
+    state = build({"hungry": (node("hungry", gpus=4, cpu=32_000), [(0, 1000, 0)]),
+                   "roomy": (node("roomy", gpus=2, cpu=104_000), [])})
+    state.add_host_usage("hungry", 8_000, 0)
+    strategy = learned(gpu_pod, gpu_pod, host_request(8_000))
+    raw, scores = raw_and_scores(state, host_request(8_000), strategy)
+    assert raw["hungry"] == pytest.approx(-1.0 + 1e-8 * 0.25, abs=1e-6)  # one idle GPU left unfed
+    assert scores["roomy"] == 10
+    raw, _ = raw_and_scores(state, host_request(8_000), Fragmentation(starved=False))
+    assert raw["hungry"] > raw["roomy"]  # without it the fuller node wins the tie
+
+
 def test_multi_gpu_pods_use_the_placement_label_choice():
     state = build({"n": (node("n", gpus=4), [(2, 300, 0)])})
     two = simple_request(2000, gpu_count=2, whole_device=True)

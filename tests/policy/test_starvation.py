@@ -1,0 +1,99 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
+from policy.node import NodeSpec
+from policy.request import host_request, simple_request
+from policy.shapes import Shapes
+from policy.starvation import appetite, request_gpus, starved, starved_growth
+from policy.state import ClusterState
+
+GPU = 1000  # memory units per GPU, as in the milli mapping
+GIB = 2**30
+
+
+def node(name, gpus=2, cpu=32_000, memory=64 * GIB):
+    return NodeSpec(name, MODE_MEMORY, gpus, GPU, 0, BINPACK, UNLIMITED_PODS, cpu=cpu, host_memory=memory)
+
+
+def view(*specs, usage=(), host=()):
+    state = ClusterState()
+    for spec in specs:
+        state.set_node(spec)
+    for name, gpu, amount in usage:
+        state.add_usage(name, {gpu: amount}, {}, False)
+    for name, cpu, memory in host:
+        state.add_host_usage(name, cpu, memory)
+    return state.view(state.rows([s.name for s in specs]))
+
+
+def test_appetite_is_cpu_and_memory_per_gpu_of_demand_over_the_gpu_shapes():
+    # 2 pods of half a GPU with 4 cores, 1 pod of two GPUs with 16 cores, CPU-only pods ignored:
+    # 8 + 16 cores for 1 + 2 GPUs = 8 cores per GPU.
+    half = simple_request(500, cpu=4_000, host_memory=GIB)
+    two = simple_request(2 * GPU, gpu_count=2, whole_device=True, cpu=16_000, host_memory=4 * GIB)
+    shapes = Shapes.of([half, two, host_request(50_000, 100 * GIB)], [2, 1, 7])
+    cpu, memory = appetite(shapes, np.ones(3), GPU)
+    assert cpu == pytest.approx(24_000 / 3)
+    assert memory == pytest.approx(6 * GIB / 3)
+
+
+def test_appetite_counts_pods_not_popularity_weights():
+    two = simple_request(2 * GPU, gpu_count=2, whole_device=True, cpu=16_000)
+    one = simple_request(GPU, whole_device=True, cpu=2_000)
+    shapes = Shapes.of([two, one], [2, 1])  # weighted by GPUs: one pod each
+    cpu, _ = appetite(shapes, 1.0 / np.maximum(shapes.count, 1), GPU)
+    assert cpu == pytest.approx(18_000 / 3)
+
+
+def test_no_gpu_shapes_no_appetite():
+    assert appetite(Shapes.of([host_request(8_000)], [1]), np.ones(1), GPU) == (0.0, 0.0)
+
+
+def test_starved_is_the_idle_gpu_beyond_what_free_cpu_or_memory_feeds():
+    v = view(node("a", gpus=4, cpu=20_000), node("b", gpus=4, cpu=0), usage=[("a", 0, GPU)])
+    idle = np.array([3.0, 4.0])
+    free_cpu = np.array([8_000, 8_000])
+    free_mem = np.array([64 * GIB, 64 * GIB])
+    # "a": 8 cores feed two GPUs at 4 cores each, one idle GPU is starved; "b"'s CPU is not known.
+    assert starved(idle, free_cpu, free_mem, v, 4_000, GIB).tolist() == [1.0, 0.0]
+    # memory can be the tighter one: 64 GiB at 32 GiB a GPU feed two ("b"'s memory is known)
+    assert starved(idle, free_cpu * 10, free_mem, v, 4_000, 32 * GIB).tolist() == [1.0, 2.0]
+
+
+def test_a_cpu_only_pod_grows_starvation_only_where_idle_gpus_need_the_cpu():
+    v = view(node("busy", cpu=16_000), node("hungry", cpu=16_000), node("roomy", cpu=96_000),
+             usage=[("busy", 0, GPU), ("busy", 1, GPU)])
+    growth = starved_growth(v, host_request(8_000), 6_000, 0)
+    # busy: no idle GPU; hungry: 16 cores fed 2 GPUs, 8 feed 1.33; roomy: 88 cores still feed both
+    assert growth == pytest.approx([0.0, 2 - 8 / 6, 0.0])
+
+
+def test_a_gpu_pod_with_little_cpu_relieves_a_starved_node():
+    v = view(node("n", gpus=4, cpu=8_000))
+    growth = starved_growth(v, simple_request(GPU, whole_device=True, cpu=0), 4_000, 0)
+    assert growth[0] == pytest.approx(-1.0)  # 4 idle, 2 fed → 3 idle, 2 fed
+
+
+def test_request_gpus_counts_whole_gpus_and_shares_of_the_nodes_gpu():
+    v = view(node("n", gpus=2))
+    assert request_gpus(v, simple_request(250)).tolist() == [0.25]
+    assert request_gpus(v, simple_request(2 * GPU, gpu_count=2, whole_device=True)).tolist() == [2.0]
+    assert request_gpus(v, host_request(1_000)).tolist() == [0.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(gpus=st.integers(1, 8), used=st.lists(st.integers(0, GPU), min_size=8, max_size=8),
+       total=st.integers(1_000, 128_000), taken=st.integers(0, 128_000), cpu=st.integers(0, 64_000),
+       per_gpu=st.integers(1, 32_000))
+def test_cpu_only_pods_never_relieve_and_never_starve_more_than_the_idle_gpus(gpus, used, total, taken, cpu,
+                                                                               per_gpu):
+    v = view(node("n", gpus=gpus, cpu=total), usage=[("n", g, used[g]) for g in range(gpus) if used[g]],
+             host=[("n", min(taken, total), 0)])
+    idle_gpus = sum(GPU - used[g] for g in range(gpus)) / GPU
+    growth = starved_growth(v, host_request(cpu), per_gpu, 0)[0]
+    assert -1e-9 <= growth <= idle_gpus + 1e-9
+    more = starved_growth(v, host_request(cpu + 1_000), per_gpu, 0)[0]
+    assert more >= growth - 1e-9
