@@ -3,11 +3,22 @@
 ``python -m benchmarks.variants --kind share --fraction 0.6 --out DIR`` writes
 ``openb_pod_list_<name>.csv`` (and copies the node list) where pods of one
 kind — ``share`` (GPU-sharing), ``multi`` (multi-GPU) or ``cpu`` (CPU-only) —
-make up ``fraction`` of the GPU demand (of the pods, for ``cpu``): pods of
-that kind are drawn with replacement and added, or pods of that kind
-dropped at random, from the base list, seeded. The FGD paper built its
-gpushare/multigpu/cpu variants the same way in spirit; these fractions are
-ones it did not publish.
+make up ``fraction`` of the GPU demand (of the pods, for ``cpu``), built the
+way the FGD paper's published variants are (read from their files in
+``alibaba/clusterdata``, ``cluster-trace-gpu-v2023/csv/``: ``gpushareXX``
+keeps default's 8,152 pods and 1,088 CPU-only pods and redraws its 7,064 GPU
+pods; ``multigpuXX`` appends multi-GPU pods; ``cpuXXX`` — XXX the CPU-only
+pods' share of the pod count in tenths of a percent — adds or drops CPU-only
+pods):
+
+- ``share``: the GPU pod count is kept; sharing and other GPU pods are drawn
+  (a sample without replacement up to the base's count, with replacement
+  beyond) in the numbers that give sharing pods ``fraction`` of the demand;
+- ``multi`` and ``cpu``: pods of the kind are drawn with replacement and
+  added, or dropped at random, until they make up ``fraction``.
+
+Seeded. ``--kind share --fraction 0.8`` is the paper's gpushare80,
+``--kind cpu --fraction 0.25`` its cpu250.
 """
 
 from __future__ import annotations
@@ -34,14 +45,39 @@ def kind_mask(pods: Pods, kind: str) -> np.ndarray:
     raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
+def draw(rng: np.random.Generator, index: np.ndarray, count: int) -> list[int]:
+    """``count`` of ``index``: a sample without replacement up to its size, then draws with replacement."""
+    if count <= len(index):
+        return rng.choice(index, count, replace=False).tolist()
+    return index.tolist() + rng.choice(index, count - len(index), replace=True).tolist()
+
+
+def redraw_gpu_pods(pods: Pods, fraction: float, rng: np.random.Generator) -> Pods:
+    """As many GPU pods as ``pods`` has, sharing pods ``fraction`` of their demand (by the kinds'
+    mean demand); CPU-only pods kept."""
+    share, gpu = kind_mask(pods, "share"), pods.demand > 0
+    other = gpu & ~share
+    count = int(gpu.sum())
+    if fraction == 1 or not other.any():
+        sharing = count
+    else:
+        mean_share, mean_other = pods.demand[share].mean(), pods.demand[other].mean()
+        sharing = round(fraction * count * mean_other / (mean_share * (1 - fraction) + fraction * mean_other))
+    index = (np.flatnonzero(~gpu).tolist() + draw(rng, np.flatnonzero(share), sharing)
+             + draw(rng, np.flatnonzero(other), count - sharing))
+    return pods.take(np.array(sorted(index)))
+
+
 def reweigh(pods: Pods, kind: str, fraction: float, seed: int = 0) -> Pods:
-    """Pods where ``kind`` makes up ``fraction`` of the GPU demand (of the pod count for ``cpu``).
-    ``fraction`` 1 (``share`` or ``multi``): the other GPU pods are dropped and pods of the kind
-    drawn until the kind alone asks for the base list's whole GPU demand (CPU-only pods kept)."""
+    """Pods where ``kind`` makes up ``fraction`` of the GPU demand (of the pod count for ``cpu``),
+    built as the module says. ``fraction`` 1: every GPU pod a sharing pod (``share``); the other GPU
+    pods dropped and multi-GPU pods drawn up to the base list's GPU demand (``multi``)."""
     if not 0 < fraction < 1 and not (fraction == 1 and kind != "cpu"):
         raise ValueError("fraction must be between 0 and 1 (1 itself only for share and multi)")
     rng = np.random.default_rng(seed)
     mine = kind_mask(pods, kind)
+    if kind == "share":
+        return redraw_gpu_pods(pods, fraction, rng)
     size = np.ones(len(pods)) if kind == "cpu" else pods.demand.astype(float)
     if fraction == 1:
         total, index = size.sum(), np.flatnonzero(mine | (size == 0)).tolist()

@@ -11,7 +11,7 @@ def pods(tmp_path_factory):
     return read_pods(small_trace.write(str(tmp_path_factory.mktemp("v")))[1])
 
 
-@pytest.mark.parametrize("kind,fraction", [("share", 0.6), ("share", 0.1), ("multi", 0.5), ("cpu", 0.4)])
+@pytest.mark.parametrize("kind,fraction", [("multi", 0.5), ("cpu", 0.4)])
 def test_the_kind_reaches_its_fraction(pods, kind, fraction):
     out = reweigh(pods, kind, fraction, seed=1)
     mine = kind_mask(out, kind)
@@ -23,14 +23,38 @@ def test_the_kind_reaches_its_fraction(pods, kind, fraction):
 
 
 def test_other_pods_are_kept_and_the_draws_are_seeded(pods):
-    a, b = reweigh(pods, "share", 0.6, seed=3), reweigh(pods, "share", 0.6, seed=3)
+    a, b = reweigh(pods, "multi", 0.6, seed=3), reweigh(pods, "multi", 0.6, seed=3)
     assert a.name == b.name
-    others = [n for n, m in zip(pods.name, kind_mask(pods, "share")) if not m]
-    assert sorted(n for n, m in zip(a.name, kind_mask(a, "share")) if not m) == sorted(others)
+    others = [n for n, m in zip(pods.name, kind_mask(pods, "multi")) if not m]
+    assert sorted(n for n, m in zip(a.name, kind_mask(a, "multi")) if not m) == sorted(others)
 
 
-@pytest.mark.parametrize("kind", ["share", "multi"])
-def test_fraction_one_keeps_only_the_kind_and_cpu_pods_at_the_base_demand(pods, kind):
+def expected_share(pods, fraction):
+    """Sharing pods' part of the GPU demand, counted with the kinds' mean demands (as the draw is)."""
+    share, other = kind_mask(pods, "share"), (pods.demand > 0) & ~kind_mask(pods, "share")
+    return lambda out: (kind_mask(out, "share").sum() * pods.demand[share].mean()
+                        / (kind_mask(out, "share").sum() * pods.demand[share].mean()
+                           + ((out.demand > 0) & ~kind_mask(out, "share")).sum() * pods.demand[other].mean()))
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.4, 0.8])
+def test_share_variants_keep_every_pod_count_but_the_mix_of_gpu_pods(pods, fraction):
+    out = reweigh(pods, "share", fraction, seed=4)
+    assert len(out) == len(pods)
+    assert (out.demand == 0).sum() == (pods.demand == 0).sum()
+    gpu_pods = (pods.demand > 0).sum()
+    assert abs(expected_share(pods, fraction)(out) - fraction) <= 1 / gpu_pods * 2
+    assert reweigh(pods, "share", fraction, seed=4).name == out.name
+
+
+def test_share_one_makes_every_gpu_pod_a_sharing_pod(pods):
+    out = reweigh(pods, "share", 1.0, seed=2)
+    assert len(out) == len(pods)
+    assert (kind_mask(out, "share") == (out.demand > 0)).all()
+
+
+def test_multi_fraction_one_keeps_only_the_kind_and_cpu_pods_at_the_base_demand(pods):
+    kind = "multi"
     out = reweigh(pods, kind, 1.0, seed=2)
     gpu = out.demand > 0
     assert (kind_mask(out, kind) | ~gpu).all()
