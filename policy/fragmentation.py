@@ -48,6 +48,7 @@ from policy.names import MODE_CORE, MODE_MEMORY
 from policy.placement import fill
 from policy.request import GPURequest
 from policy.shapes import Shapes
+from policy.starvation import starved_growth
 from policy.state import VIEW_FIELDS, WRITING, NodesView
 
 
@@ -331,8 +332,9 @@ def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = No
 
 
 def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candidates: np.ndarray,
-                   cache: PartsCache | None = None, stranded: bool = False) -> np.ndarray:
-    """(n, G): increase of Frag (+ Stranded) if the single-GPU ``request`` went on GPU g; +inf where not a candidate."""
+                   cache: PartsCache | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
+    """(n, G): increase of Frag (+ Stranded, + Starved for an ``appetite`` (c̄, h̄): policy.starvation)
+    if the single-GPU ``request`` went on GPU g; +inf where not a candidate."""
     classes = shapes.classes
     count = classes[3]
     total, takers, small, share, takes = _parts_of(view, classes, cache)
@@ -354,6 +356,8 @@ def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candida
     if stranded:
         change = change + _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after, rows, gpus,
                                            share_after, takes_after, takers_after)
+    if appetite is not None:
+        change = change + starved_growth(view, rows, total[rows], total_after, request, appetite)
 
     growth = np.full(candidates.shape, np.inf)
     growth[rows, gpus] = change
@@ -388,8 +392,9 @@ def _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after,
 
 
 def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.ndarray,
-              cache: PartsCache | None = None, stranded: bool = False) -> np.ndarray:
-    """(n,): increase of Frag (+ Stranded) if ``request`` went on each node's ``gpus`` (n, N), -1 = infeasible node."""
+              cache: PartsCache | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
+    """(n,): increase of Frag (+ Stranded, + Starved for an ``appetite``) if ``request`` went on each node's
+    ``gpus`` (n, N), -1 = infeasible node."""
     chosen = np.zeros(view.healthy.shape, dtype=np.int64)
     if gpus.shape[1]:
         rows = np.repeat(np.arange(len(view)), gpus.shape[1])
@@ -407,6 +412,9 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
     if stranded:
         runnable = runnable_any_host(view, shapes, *_pods_after(view, request))
         frag = frag + _stranded_of(share, takes, takers, runnable, allow, classes[3])
+    if appetite is not None:
+        idle_before = _parts_of(view, classes, cache)[0] if chosen.any() else total
+        frag = frag + starved_growth(view, np.arange(len(view)), idle_before, total, request, appetite)
     return frag - fragmentation(view, shapes, cache, stranded)
 
 

@@ -7,8 +7,7 @@
     d(m) = GPUs m asks for: k for k whole GPUs, per-GPU memory / mean GPU memory for a share of one
     n(m) = pods of shape m seen
 
-``idle(node)`` is the node's idle GPU share (:func:`policy.fragmentation.idle`,
-1 per idle GPU). A node whose free CPU would feed ``cpu_free / c̄`` GPUs of
+``idle(node)`` is the node's idle GPU share (1 per idle GPU, as Frag counts it). A node whose free CPU would feed ``cpu_free / c̄`` GPUs of
 the usual demand and has more idle GPU than that will, on average, see that
 excess stay idle once its CPU is gone, whichever pods come; a pod that eats
 the CPU of a node with idle GPU (a CPU-only pod above all) grows it, a pod
@@ -25,8 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.fragmentation import idle
-from policy.placement import fill
 from policy.request import GPURequest
 from policy.shapes import Shapes
 from policy.state import NodesView
@@ -51,43 +48,28 @@ def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory: float) -> 
 def feedable(free: np.ndarray, known: np.ndarray, per_gpu: float) -> np.ndarray:
     """GPUs of usual demand ``free`` CPU (or memory) feeds; unbounded where not known or not needed."""
     if per_gpu <= 0:
-        return np.full(free.shape, np.inf)
+        return np.full(np.shape(free), np.inf)
     return np.where(known, np.maximum(free, 0) / per_gpu, np.inf)
 
 
-def starved(idle_gpus: np.ndarray, cpu_free: np.ndarray, host_free: np.ndarray, view: NodesView,
-            cpu_per_gpu: float, host_per_gpu: float) -> np.ndarray:
-    """Starved(node) for the given idle GPUs and free CPU and host memory, (n,)."""
-    fed = np.minimum(feedable(cpu_free, view.cpu_total > 0, cpu_per_gpu),
-                     feedable(host_free, view.host_mem_total > 0, host_per_gpu))
+def starved(idle_gpus: np.ndarray, cpu_free: np.ndarray, host_free: np.ndarray, cpu_known: np.ndarray,
+            host_known: np.ndarray, cpu_per_gpu: float, host_per_gpu: float) -> np.ndarray:
+    """Starved(node) for the given idle GPUs and free CPU and host memory."""
+    fed = np.minimum(feedable(cpu_free, cpu_known, cpu_per_gpu), feedable(host_free, host_known, host_per_gpu))
     return np.maximum(idle_gpus - fed, 0.0)
 
 
-def starved_growth(view: NodesView, request: GPURequest, cpu_per_gpu: float, host_per_gpu: float) -> np.ndarray:
-    """Starved(node with the pod) − Starved(node), (n,): the pod takes its CPU and host memory and
-    its GPU share (per GPU: per-GPU memory / the node's GPU memory, compute on core nodes)."""
+def starved_growth(view: NodesView, rows: np.ndarray, idle_before: np.ndarray, idle_after: np.ndarray,
+                   request: GPURequest, appetite_: tuple[float, float]) -> np.ndarray:
+    """Starved with the pod − Starved without, for nodes ``rows`` of ``view`` whose idle GPUs go from
+    ``idle_before`` to ``idle_after`` with the pod on them; the pod takes its CPU and host memory."""
+    cpu_per_gpu, host_per_gpu = appetite_
     if cpu_per_gpu <= 0 and host_per_gpu <= 0:
-        return np.zeros(len(view.known))
-    idle_gpus = idle(view).sum(axis=1)
-    cpu_free = view.cpu_total - view.cpu_used
-    host_free = view.host_mem_total - view.host_mem_used
-    taken = request_gpus(view, request)
-    before = starved(idle_gpus, cpu_free, host_free, view, cpu_per_gpu, host_per_gpu)
-    after = starved(np.maximum(idle_gpus - taken, 0.0), cpu_free - request.cpu, host_free - request.host_memory,
-                    view, cpu_per_gpu, host_per_gpu)
+        return np.zeros(len(rows))
+    cpu_known, host_known = view.cpu_total[rows] > 0, view.host_mem_total[rows] > 0
+    cpu_free = view.cpu_total[rows] - view.cpu_used[rows]
+    host_free = view.host_mem_total[rows] - view.host_mem_used[rows]
+    before = starved(idle_before, cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu)
+    after = starved(idle_after, cpu_free - request.cpu, host_free - request.host_memory, cpu_known, host_known,
+                    cpu_per_gpu, host_per_gpu)
     return after - before
-
-
-def request_gpus(view: NodesView, request: GPURequest) -> np.ndarray:
-    """GPUs the pod takes on each node, (n,): k for k whole GPUs, else its share of one of the node's GPUs."""
-    if request.gpu_count == 0:
-        return np.zeros(len(view.known))
-    if request.gpu_count > 1 or request.whole_device:
-        return np.full(len(view.known), float(request.gpu_count))
-    healthy = view.healthy.sum(axis=1)
-    memory = fill(np.where(view.healthy, view.mem_total, 0).sum(axis=1), healthy)
-    share = fill(np.full(len(healthy), float(request.memory_per_gpu)), memory)
-    if request.core_per_gpu:
-        core = fill(np.where(view.healthy, view.core_total, 0).sum(axis=1), healthy)
-        share = np.maximum(share, fill(np.full(len(healthy), float(request.core_per_gpu)), core))
-    return np.minimum(share, 1.0)

@@ -62,7 +62,7 @@ from policy.fragmentation import ModelPressure, PartsCache, distinct_gpus, growt
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
-from policy.starvation import appetite, starved_growth
+from policy.starvation import appetite
 
 RESOLUTION = 1e-6  # GPUs: growths that round alike are equal
 TIE_BREAK = 1e-8  # < RESOLUTION, so u(node) only orders equal growths
@@ -110,28 +110,27 @@ class Fragmentation:
             return gpus
         view, request = candidates.view, candidates.request
         shapes = self.shapes(candidates)
-        starved = self._starved_growth(view, request)
+        hunger = self._appetite(view)
         if request.gpu_count != 1:
-            growth = growth_on(view, shapes, request, candidates.gpus, self._cache, self.stranded) + starved
+            growth = growth_on(view, shapes, request, candidates.gpus, self._cache, self.stranded, hunger)
             candidates.notes["growth"] = np.round(growth / RESOLUTION) * RESOLUTION
             return candidates.gpus
         options = candidates.fit & candidates.feasible[:, None] & distinct_gpus(view)
-        growth = growth_per_gpu(view, shapes, request, options, self._cache, self.stranded)
+        growth = growth_per_gpu(view, shapes, request, options, self._cache, self.stranded, hunger)
         growth = np.round(growth / RESOLUTION) * RESOLUTION
         least = growth.min(axis=1)
         gpu = np.argmax(np.where(growth == least[:, None], fullness(view), -np.inf), axis=1)
-        candidates.notes["growth"] = np.round((least + starved) / RESOLUTION) * RESOLUTION
+        candidates.notes["growth"] = least
         return gpu[:, None]
 
-    def _starved_growth(self, view, request: GPURequest) -> np.ndarray:
-        """Starved(node with the pod) − Starved(node), with c̄ and h̄ from the learned mix (0 before any pod)."""
+    def _appetite(self, view) -> tuple[float, float] | None:
+        """(c̄, h̄) of the learned mix for Starved; None when it is off or no pod was seen yet."""
         shapes = self.mix.shapes()
         if not self.starved or shapes is None:
-            return np.zeros(len(view.known))
+            return None
         per_pod = 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
         memory = view.mem_total[view.healthy]
-        cpu, host = appetite(shapes, per_pod, float(memory.mean()) if memory.size else 0.0)
-        return starved_growth(view, request, cpu, host)
+        return appetite(shapes, per_pod, float(memory.mean()) if memory.size else 0.0)
 
     def score(self, candidates: Candidates) -> np.ndarray:
         if "growth" not in candidates.notes:

@@ -7,7 +7,7 @@ from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.request import host_request, simple_request
 from policy.shapes import Shapes
-from policy.starvation import appetite, request_gpus, starved, starved_growth
+from policy.starvation import appetite, starved, starved_growth
 from policy.state import ClusterState
 
 GPU = 1000  # memory units per GPU, as in the milli mapping
@@ -53,47 +53,55 @@ def test_no_gpu_shapes_no_appetite():
 
 
 def test_starved_is_the_idle_gpu_beyond_what_free_cpu_or_memory_feeds():
-    v = view(node("a", gpus=4, cpu=20_000), node("b", gpus=4, cpu=0), usage=[("a", 0, GPU)])
     idle = np.array([3.0, 4.0])
     free_cpu = np.array([8_000, 8_000])
     free_mem = np.array([64 * GIB, 64 * GIB])
-    # "a": 8 cores feed two GPUs at 4 cores each, one idle GPU is starved; "b"'s CPU is not known.
-    assert starved(idle, free_cpu, free_mem, v, 4_000, GIB).tolist() == [1.0, 0.0]
-    # memory can be the tighter one: 64 GiB at 32 GiB a GPU feed two ("b"'s memory is known)
-    assert starved(idle, free_cpu * 10, free_mem, v, 4_000, 32 * GIB).tolist() == [1.0, 2.0]
+    known, unknown = np.array([True, True]), np.array([True, False])
+    # first node: 8 cores feed two GPUs at 4 cores each, one idle GPU is starved; the second's CPU is not known
+    assert starved(idle, free_cpu, free_mem, unknown, known, 4_000, GIB).tolist() == [1.0, 0.0]
+    # memory can be the tighter one: 64 GiB at 32 GiB a GPU feed two
+    assert starved(idle, free_cpu * 10, free_mem, known, known, 4_000, 32 * GIB).tolist() == [1.0, 2.0]
+    assert starved(idle, free_cpu, free_mem, known, known, 0, 0).tolist() == [0.0, 0.0]  # no appetite
 
 
 def test_a_cpu_only_pod_grows_starvation_only_where_idle_gpus_need_the_cpu():
-    v = view(node("busy", cpu=16_000), node("hungry", cpu=16_000), node("roomy", cpu=96_000),
-             usage=[("busy", 0, GPU), ("busy", 1, GPU)])
-    growth = starved_growth(v, host_request(8_000), 6_000, 0)
+    v = view(node("busy", cpu=16_000), node("hungry", cpu=16_000), node("roomy", cpu=96_000))
+    idle = np.array([0.0, 2.0, 2.0])
+    growth = starved_growth(v, np.arange(3), idle, idle, host_request(8_000), (6_000, 0))
     # busy: no idle GPU; hungry: 16 cores fed 2 GPUs, 8 feed 1.33; roomy: 88 cores still feed both
     assert growth == pytest.approx([0.0, 2 - 8 / 6, 0.0])
 
 
 def test_a_gpu_pod_with_little_cpu_relieves_a_starved_node():
     v = view(node("n", gpus=4, cpu=8_000))
-    growth = starved_growth(v, simple_request(GPU, whole_device=True, cpu=0), 4_000, 0)
+    growth = starved_growth(v, np.arange(1), np.array([4.0]), np.array([3.0]),
+                            simple_request(GPU, whole_device=True, cpu=0), (4_000, 0))
     assert growth[0] == pytest.approx(-1.0)  # 4 idle, 2 fed → 3 idle, 2 fed
 
 
-def test_request_gpus_counts_whole_gpus_and_shares_of_the_nodes_gpu():
-    v = view(node("n", gpus=2))
-    assert request_gpus(v, simple_request(250)).tolist() == [0.25]
-    assert request_gpus(v, simple_request(2 * GPU, gpu_count=2, whole_device=True)).tolist() == [2.0]
-    assert request_gpus(v, host_request(1_000)).tolist() == [0.0]
+def test_the_measure_adds_starved_with_the_exact_idle_change_of_each_gpu():
+    from policy.fragmentation import growth_on, growth_per_gpu
+    v = view(node("n", gpus=2, cpu=12_000), usage=[("n", 0, 500)])
+    shapes = Shapes.of([simple_request(500, cpu=4_000)], [1])
+    pod = simple_request(250, cpu=4_000)
+    candidates = np.array([[True, True]])
+    plain = growth_per_gpu(v, shapes, pod, candidates)
+    hungry = growth_per_gpu(v, shapes, pod, candidates, appetite=(8_000, 0))
+    # 1.5 idle, 12 cores feed 1.5 GPUs at 8 → with the pod 1.25 idle, 8 cores feed 1: 0.25 starved either GPU
+    assert (hungry - plain)[0] == pytest.approx([0.25, 0.25])
+    cpu_only = host_request(4_000)
+    difference = (growth_on(v, shapes, cpu_only, np.zeros((1, 0), dtype=np.int64), appetite=(8_000, 0))
+                  - growth_on(v, shapes, cpu_only, np.zeros((1, 0), dtype=np.int64)))
+    assert difference[0] == pytest.approx(0.5)  # 1.5 idle, 8 cores feed 1
 
 
 @settings(max_examples=200, deadline=None)
-@given(gpus=st.integers(1, 8), used=st.lists(st.integers(0, GPU), min_size=8, max_size=8),
-       total=st.integers(1_000, 128_000), taken=st.integers(0, 128_000), cpu=st.integers(0, 64_000),
-       per_gpu=st.integers(1, 32_000))
-def test_cpu_only_pods_never_relieve_and_never_starve_more_than_the_idle_gpus(gpus, used, total, taken, cpu,
-                                                                               per_gpu):
-    v = view(node("n", gpus=gpus, cpu=total), usage=[("n", g, used[g]) for g in range(gpus) if used[g]],
-             host=[("n", min(taken, total), 0)])
-    idle_gpus = sum(GPU - used[g] for g in range(gpus)) / GPU
-    growth = starved_growth(v, host_request(cpu), per_gpu, 0)[0]
-    assert -1e-9 <= growth <= idle_gpus + 1e-9
-    more = starved_growth(v, host_request(cpu + 1_000), per_gpu, 0)[0]
+@given(idle=st.floats(0, 8), total=st.integers(1_000, 128_000), taken=st.integers(0, 128_000),
+       cpu=st.integers(0, 64_000), per_gpu=st.integers(1, 32_000))
+def test_cpu_only_pods_never_relieve_and_never_starve_more_than_the_idle_gpus(idle, total, taken, cpu, per_gpu):
+    v = view(node("n", cpu=total), host=[("n", min(taken, total), 0)])
+    idle_gpus = np.array([idle])
+    growth = starved_growth(v, np.arange(1), idle_gpus, idle_gpus, host_request(cpu), (per_gpu, 0))[0]
+    assert -1e-9 <= growth <= idle + 1e-9
+    more = starved_growth(v, np.arange(1), idle_gpus, idle_gpus, host_request(cpu + 1_000), (per_gpu, 0))[0]
     assert more >= growth - 1e-9
