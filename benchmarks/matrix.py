@@ -75,20 +75,31 @@ def run_jobs(jobs: list, workers: int, log=print) -> list:
 
 
 def standard_configs(traces=TRACES, policies=POLICIES, mappings=tuple(MAPPINGS), kube_traces=("default",),
-                     kube_mappings=("milli",)) -> list:
+                     kube_mappings=("milli",), shipped_traces=()) -> list:
     configs = [{"trace": t, "mapping": m, "setting": "paper", "policy": p}
                for t in traces for m in mappings for p in policies]
-    configs += [{"trace": t, "mapping": m, "setting": "kube", "policy": p}
-                for t in kube_traces if t in traces for m in kube_mappings for p in policies]
+    for setting, chosen in (("kube", kube_traces), ("shipped", shipped_traces)):
+        configs += [{"trace": t, "mapping": m, "setting": setting, "policy": p}
+                    for t in chosen if t in traces for m in kube_mappings for p in policies]
     return configs
 
 
-def ablation_configs() -> list:
-    """Fragmentation variants on the default trace (milli, paper): what each ingredient is worth."""
-    base = {"trace": "default", "mapping": "milli", "setting": "paper", "policy": "fragmentation"}
+def ablation_configs(traces=("default",)) -> list:
+    """Fragmentation variants (milli, paper): what each ingredient is worth."""
+    return [config for trace in traces for config in _ablations(trace)]
+
+
+def _ablations(trace: str) -> list:
+    base = {"trace": trace, "mapping": "milli", "setting": "paper", "policy": "fragmentation"}
     return [{**base, "label": "fragmentation[pods]", "options": {"weighting": "pods"}},
             {**base, "label": "fragmentation[host-blind]", "options": {"host_aware": False}},
-            {**base, "label": "fragmentation[no-stranded]", "options": {"stranded": False}}]
+            {**base, "label": "fragmentation[no-stranded]", "options": {"stranded": False}},
+            {**base, "label": "fragmentation[no-starved]", "options": {"starved": False}},
+            {**base, "label": "fragmentation[fgd]", "options": FGD_MEASURE}]
+
+
+# FGD's own measure in our replay: pods counted once, no Stranded, no Starved (host-aware, learned online)
+FGD_MEASURE = {"weighting": "pods", "stranded": False, "starved": False}
 
 
 def main(argv=None) -> int:
@@ -102,14 +113,18 @@ def main(argv=None) -> int:
     parser.add_argument("--kube-traces", nargs="*", default=["default"],
                         help="traces also run in the kube setting (default: default)")
     parser.add_argument("--kube-mappings", nargs="*", default=["milli"], choices=list(MAPPINGS),
-                        help="mappings run in the kube setting (default: milli)")
-    parser.add_argument("--ablations", action="store_true", help="also run the fragmentation ablations")
+                        help="mappings run in the kube and shipped settings (default: milli)")
+    parser.add_argument("--shipped-traces", nargs="*", default=[],
+                        help="traces also run in the shipped fragmentation deployment's setting (default: none)")
+    parser.add_argument("--ablations", nargs="*", default=None, metavar="TRACE",
+                        help="also run the fragmentation ablations, on these traces (none named: default)")
     parser.add_argument("--seeds", type=int, default=len(protocol.SEEDS))
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    configs = standard_configs(args.traces, args.policies, args.mappings, args.kube_traces, args.kube_mappings)
-    if args.ablations:
-        configs += ablation_configs()
+    configs = standard_configs(args.traces, args.policies, args.mappings, args.kube_traces, args.kube_mappings,
+                               args.shipped_traces)
+    if args.ablations is not None:
+        configs += ablation_configs(args.ablations or ("default",))
     seeds = range(protocol.SEEDS[0], protocol.SEEDS[0] + args.seeds)
     records = run_jobs(jobs_for(configs, seeds, args.trace_dir, args.out), args.workers)
     with open(os.path.join(args.out, "summary.json"), "w") as f:

@@ -1,6 +1,7 @@
 """The fragmentation measure: hand-computed cases, and growth = Frag(after) − Frag(before)."""
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
@@ -143,6 +144,19 @@ def test_model_pressure_is_the_scarcity_of_usable_idle_capacity_in_every_node_se
 def test_distinct_gpus_keeps_one_gpu_per_state():
     state = state_of(milli_node("n", gpus=4), usage=[("n", 1, 300), ("n", 3, 300)])
     assert distinct_gpus(view_of(state))[0, :4].tolist() == [True, True, False, False]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from([0, 1, 2**40]), st.integers(0, 2), st.integers(0, 2),
+                                   st.booleans()), min_size=6, max_size=6), min_size=1, max_size=4))
+def test_distinct_gpus_marks_the_first_gpu_of_each_state_in_each_node(rows):
+    # usage values up to 2**40 make the packed state inexact, so the field-by-field path runs too
+    n = len(rows)
+    columns = [np.array([[gpu[f] for gpu in row] for row in rows]) for f in range(4)]
+    view = types.SimpleNamespace(mem_used=columns[0], core_used=columns[1], pods=columns[2],
+                                 healthy=columns[3].astype(bool))
+    expected = [[row[g] not in row[:g] for g in range(6)] for row in rows]
+    assert distinct_gpus(view).tolist() == expected and len(expected) == n
 
 
 # -- growth equals the difference of the measure, on random clusters ------------------------------------------
