@@ -84,9 +84,9 @@ def standard_configs(traces=TRACES, policies=POLICIES, mappings=tuple(MAPPINGS),
     return configs
 
 
-def ablation_configs(traces=("default",)) -> list:
-    """Fragmentation variants (milli, paper): what each ingredient is worth."""
-    return [config for trace in traces for config in _ablations(trace)]
+def ablation_configs(traces=("default",), labels=None) -> list:
+    """Fragmentation variants (milli, paper): what each ingredient is worth (``labels``: only these)."""
+    return [config for trace in traces for config in _ablations(trace) if labels is None or config["label"] in labels]
 
 
 def _ablations(trace: str) -> list:
@@ -118,13 +118,15 @@ def main(argv=None) -> int:
                         help="traces also run in the shipped fragmentation deployment's setting (default: none)")
     parser.add_argument("--ablations", nargs="*", default=None, metavar="TRACE",
                         help="also run the fragmentation ablations, on these traces (none named: default)")
+    parser.add_argument("--ablation-labels", nargs="+", default=None, metavar="LABEL",
+                        help="only these ablations, e.g. 'fragmentation[fgd]' (default: all)")
     parser.add_argument("--seeds", type=int, default=len(protocol.SEEDS))
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     configs = standard_configs(args.traces, args.policies, args.mappings, args.kube_traces, args.kube_mappings,
                                args.shipped_traces)
     if args.ablations is not None:
-        configs += ablation_configs(args.ablations or ("default",))
+        configs += ablation_configs(args.ablations or ("default",), args.ablation_labels)
     seeds = range(protocol.SEEDS[0], protocol.SEEDS[0] + args.seeds)
     records = run_jobs(jobs_for(configs, seeds, args.trace_dir, args.out), args.workers)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
