@@ -26,6 +26,12 @@ PUBLISHED = {
     "BestFit": dict(default=7.14, cpu050=6.44, gpushare40=8.56, multigpu20=6.27, gpuspec10=6.90),
     "FGD": dict(default=4.77, cpu050=5.00, gpushare40=6.04, multigpu20=4.47, gpuspec10=5.34),
 }
+# FGD's published figure for the paper's other mixes (its variant files in alibaba/clusterdata; our
+# benchmarks.variants builds them the same way: gpushareXX = shareXX, multigpuXX = multiXX, cpu250 = cpu25).
+PUBLISHED_FGD_MIXES = dict(share80=10.92, share100=13.36, multi30=3.64, multi40=3.09, multi50=2.91, cpu25=6.80)
+MIX_COLUMNS = (("binpack", "paper"), ("bestfit", "paper"), ("fragmentation", "paper"),
+               ("fragmentation[no-starved]", "paper"), ("fragmentation[fgd]", "paper"),
+               ("binpack", "shipped"), ("bestfit", "shipped"), ("fragmentation", "shipped"))
 COLORS = {"random": "tab:blue", "spread": "tab:orange", "ack": "tab:olive", "binpack": "tab:green",
           "bestfit": "tab:purple", "fragmentation": "black"}
 SHAPES = ("1x1000", "1x810", "1x650", "1x470", "1x460", "1x320", "1x230", "2x1000", "4x1000", "8x1000")
@@ -85,8 +91,26 @@ def ablations(summary: list) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+def mixes(summary: list, mapping: str = "milli") -> str:
+    """Every trace of the summary (rows) × the policies and ablations in the paper and shipped settings."""
+    index = _index(summary)
+    traces = list(dict.fromkeys(s["trace"] for s in summary if s["mapping"] == mapping))
+    columns = [c for c in MIX_COLUMNS if any((t, mapping, c[1], c[0]) in index for t in traces)]
+    lines = ["| trace | " + " | ".join(f"{label} ({setting})" for label, setting in columns) + " | *FGD (published)* |",
+             "|---|" + "---|" * (len(columns) + 1)]
+    for t in traces:
+        cells = []
+        for label, setting in columns:
+            s = index.get((t, mapping, setting, label))
+            cells.append(f"{s['unallocated_mean']:.2f} ± {s['unallocated_sd']:.2f} ({len(s['seeds'])})" if s else "—")
+        fgd = PUBLISHED["FGD"].get(t, PUBLISHED_FGD_MIXES.get(t))
+        cells.append(f"*{fgd:.2f}*" if fgd is not None else "—")
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def tables(summary: list) -> str:
-    parts = []
+    parts = ["### Every mix, paper and shipped settings (mean ± sd (seeds))\n\n" + mixes(summary)]
     for mapping in ("milli", "cgpu"):
         parts.append(f"### Unallocated GPU % at 100 % arrived — {mapping} mapping, paper setting\n\n"
                      + headline(summary, mapping, "paper"))
@@ -140,11 +164,14 @@ def plot(summary: list, path: str, trace: str = "default") -> None:
 def main(argv=None) -> int:
     here = os.path.dirname(__file__)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--summary", default=os.path.join(here, "out", "summary.json"))
+    parser.add_argument("--summary", nargs="+", default=[os.path.join(here, "out", "summary.json")],
+                        help="one or more matrix summaries, merged")
     parser.add_argument("--out", default=os.path.join(here, "results"))
     args = parser.parse_args(argv)
-    with open(args.summary) as f:
-        summary = json.load(f)
+    summary = []
+    for path in args.summary:
+        with open(path) as f:
+            summary += json.load(f)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write(tables(summary))
