@@ -15,6 +15,7 @@ import os
 import sys
 
 from benchmarks.matrix import POLICIES
+from benchmarks.summary import aggregate
 from benchmarks.trace import TRACES
 
 # Unallocated GPU % at 100 % arrived, 10 seeds, from the FGD authors' runs (traces README).
@@ -164,14 +165,24 @@ def plot(summary: list, path: str, trace: str = "default") -> None:
 def main(argv=None) -> int:
     here = os.path.dirname(__file__)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--summary", nargs="+", default=[os.path.join(here, "out", "summary.json")],
-                        help="one or more matrix summaries, merged")
+    parser.add_argument("--summary", nargs="*", default=[os.path.join(here, "out", "summary.json")],
+                        help="matrix summaries, merged (a later one's cell replaces an earlier one's)")
+    parser.add_argument("--runs", nargs="+", default=None, metavar="OUT",
+                        help="also every run record under OUT/runs (matrix calls sharing an --out), merged last")
     parser.add_argument("--out", default=os.path.join(here, "results"))
     args = parser.parse_args(argv)
     summary = []
     for path in args.summary:
         with open(path) as f:
             summary += json.load(f)
+    if args.runs:
+        records = []
+        for out in args.runs:
+            for name in sorted(os.listdir(os.path.join(out, "runs"))):
+                with open(os.path.join(out, "runs", name)) as f:
+                    records.append(json.load(f))
+        summary += aggregate(records)
+    summary = list(_index(summary).values())  # a cell from a later source replaces an earlier one
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write(tables(summary))
