@@ -326,13 +326,18 @@ def _parts_of(view: NodesView, classes: tuple, cache: PartsCache | None) -> tupl
 def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = None,
                   stranded: bool = False) -> np.ndarray:
     """Frag of every node of ``view`` (n,), in GPUs (see module doc); Frag + Stranded with ``stranded``."""
-    classes = shapes.classes
-    total, takers, small, share, takes = _parts_of(view, classes, cache)
+    return _measure(view, shapes, _parts_of(view, shapes.classes, cache), stranded)
+
+
+def _measure(view: NodesView, shapes: Shapes, parts: tuple, stranded: bool) -> np.ndarray:
+    """:func:`fragmentation` from the node's parts as they are."""
+    total, takers, small, share, takes = parts
+    count = shapes.classes[3]
     allow = _allowed_now(view, shapes)
-    frag = _strand(total, takers, small, allow, classes[3])
+    frag = _strand(total, takers, small, allow, count)
     if stranded:
         runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods)
-        frag = frag + _stranded_of(share, takes, takers, runnable, allow, classes[3])
+        frag = frag + _stranded_of(share, takes, takers, runnable, allow, count)
     return frag
 
 
@@ -407,11 +412,12 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
         valid = gpus.reshape(-1) >= 0
         chosen[rows[valid], gpus.reshape(-1)[valid]] = 1
     classes = shapes.classes
+    before = _parts_of(view, classes, cache)
     if chosen.any():
         after = _parts(view, classes, view.mem_used + chosen * request.memory_per_gpu,
                        view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
     else:
-        after = _parts_of(view, classes, cache)
+        after = before
     total, takers, small, share, takes = after
     allow = _allowed_after(view, shapes, request)
     frag = _strand(total, takers, small, allow, classes[3])
@@ -419,9 +425,8 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
         runnable = runnable_any_host(view, shapes, *_pods_after(view, request))
         frag = frag + _stranded_of(share, takes, takers, runnable, allow, classes[3])
     if appetite is not None:
-        idle_before = _parts_of(view, classes, cache)[0] if chosen.any() else total
-        frag = frag + starved_growth(view, np.arange(len(view)), idle_before, total, request, appetite)
-    return frag - fragmentation(view, shapes, cache, stranded)
+        frag = frag + starved_growth(view, np.arange(len(view)), before[0], total, request, appetite)
+    return frag - _measure(view, shapes, before, stranded)
 
 
 def subview(view: NodesView, index: np.ndarray) -> NodesView:
