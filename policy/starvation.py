@@ -4,11 +4,12 @@
 
     c̄ = Σ_m n(m) · cpu(m) / Σ_m n(m) · d(m)      CPU a GPU of demand comes with, over the GPU shapes m
     h̄ = the same with host memory
-    d(m) = GPUs m asks for: k for k whole GPUs, per-GPU memory / mean GPU memory for a share of one
+    d(m) = GPUs m asks for: k for k whole GPUs, per-GPU memory / the node's GPU memory for a share of one
     n(m) = pods of shape m seen
 
-``idle(node)`` is the node's idle GPU share (1 per idle GPU, as Frag counts it). A node whose free CPU would feed ``cpu_free / c̄`` GPUs of
-the usual demand and has more idle GPU than that will, on average, see that
+``idle(node)`` is the node's idle GPU share (1 per idle GPU, as Frag counts
+it); c̄ and h̄ depend on the node only through its GPU memory. A node whose
+free CPU would feed ``cpu_free / c̄`` GPUs of the usual demand and has more idle GPU than that will, on average, see that
 excess stay idle once its CPU is gone, whichever pods come; a pod that eats
 the CPU of a node with idle GPU (a CPU-only pod above all) grows it, a pod
 that takes idle GPU with little CPU shrinks it. Where the CPU or memory
@@ -29,43 +30,45 @@ from policy.shapes import Shapes
 from policy.state import NodesView
 
 
-def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory: float) -> tuple[float, float]:
-    """(c̄, h̄): CPU and host memory per GPU of demand over the GPU shapes; 0, 0 when there are none.
+def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[np.ndarray, np.ndarray]:
+    """(c̄, h̄) for nodes whose GPUs have ``gpu_memory`` each (an array: one pair per value): CPU and host
+    memory per GPU of demand over the GPU shapes; 0 where there is no demand.
 
     ``pods_per_weight`` turns each shape's popularity weight into its pod count."""
+    gpu_memory = np.asarray(gpu_memory, dtype=np.float64)
+    zero = np.zeros(gpu_memory.shape)
     gpu = shapes.count > 0
-    if not gpu.any() or gpu_memory <= 0:
-        return 0.0, 0.0
+    if not gpu.any():
+        return zero, zero.copy()
     pods = shapes.weight[gpu] * pods_per_weight[gpu]
-    share = (shapes.count[gpu] == 1) & ~shapes.whole[gpu]
-    demand = np.where(share, np.minimum(shapes.memory[gpu] / gpu_memory, 1.0), shapes.count[gpu])
-    total = (pods * demand).sum()
-    if total <= 0:
-        return 0.0, 0.0
-    return float((pods * shapes.cpu[gpu]).sum() / total), float((pods * shapes.host_memory[gpu]).sum() / total)
+    share = ((shapes.count[gpu] == 1) & ~shapes.whole[gpu])[:, None]
+    per_gpu = np.where(gpu_memory > 0, gpu_memory, np.inf)
+    demand = np.where(share, np.minimum(shapes.memory[gpu][:, None] / per_gpu, 1.0), shapes.count[gpu][:, None])
+    total = np.tensordot(pods, demand, axes=1)  # GPUs of demand, per memory value
+    cpu = np.divide((pods * shapes.cpu[gpu]).sum(), total, out=zero.copy(), where=total > 0)
+    host = np.divide((pods * shapes.host_memory[gpu]).sum(), total, out=zero.copy(), where=total > 0)
+    return cpu, host
 
 
-def feedable(free: np.ndarray, known: np.ndarray, per_gpu: float) -> np.ndarray:
+def feedable(free: np.ndarray, known: np.ndarray, per_gpu) -> np.ndarray:
     """GPUs of usual demand ``free`` CPU (or memory) feeds; unbounded where not known or not needed."""
-    if per_gpu <= 0:
-        return np.full(np.shape(free), np.inf)
-    return np.where(known, np.maximum(free, 0) / per_gpu, np.inf)
+    needed = known & (np.asarray(per_gpu) > 0)
+    return np.divide(np.maximum(free, 0), per_gpu, out=np.full(np.shape(needed), np.inf), where=needed)
 
 
 def starved(idle_gpus: np.ndarray, cpu_free: np.ndarray, host_free: np.ndarray, cpu_known: np.ndarray,
-            host_known: np.ndarray, cpu_per_gpu: float, host_per_gpu: float) -> np.ndarray:
-    """Starved(node) for the given idle GPUs and free CPU and host memory."""
+            host_known: np.ndarray, cpu_per_gpu, host_per_gpu) -> np.ndarray:
+    """Starved(node) for the given idle GPUs, free CPU and host memory, and appetite (per node or one for all)."""
     fed = np.minimum(feedable(cpu_free, cpu_known, cpu_per_gpu), feedable(host_free, host_known, host_per_gpu))
     return np.maximum(idle_gpus - fed, 0.0)
 
 
 def starved_growth(view: NodesView, rows: np.ndarray, idle_before: np.ndarray, idle_after: np.ndarray,
-                   request: GPURequest, appetite_: tuple[float, float]) -> np.ndarray:
+                   request: GPURequest, appetite_: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Starved with the pod − Starved without, for nodes ``rows`` of ``view`` whose idle GPUs go from
-    ``idle_before`` to ``idle_after`` with the pod on them; the pod takes its CPU and host memory."""
-    cpu_per_gpu, host_per_gpu = appetite_
-    if cpu_per_gpu <= 0 and host_per_gpu <= 0:
-        return np.zeros(len(rows))
+    ``idle_before`` to ``idle_after`` with the pod on them; the pod takes its CPU and host memory.
+    ``appetite_`` holds (c̄, h̄) for every node of ``view``."""
+    cpu_per_gpu, host_per_gpu = appetite_[0][rows], appetite_[1][rows]
     cpu_known, host_known = view.cpu_total[rows] > 0, view.host_mem_total[rows] > 0
     cpu_free = view.cpu_total[rows] - view.cpu_used[rows]
     host_free = view.host_mem_total[rows] - view.host_mem_used[rows]

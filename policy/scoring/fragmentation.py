@@ -123,14 +123,16 @@ class Fragmentation:
         candidates.notes["growth"] = least
         return gpu[:, None]
 
-    def _appetite(self, view) -> tuple[float, float] | None:
-        """(c̄, h̄) of the learned mix for Starved; None when it is off or no pod was seen yet."""
+    def _appetite(self, view) -> tuple[np.ndarray, np.ndarray] | None:
+        """(c̄, h̄) of the learned mix for each node of ``view`` (by its GPU memory: a node's GPUs are
+        alike) for Starved; None when it is off or no pod was seen yet."""
         shapes = self.mix.shapes()
-        if not self.starved or shapes is None:
+        if not self.starved or shapes is None or not view.mem_total.shape[1]:
             return None
         per_pod = 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
-        memory = view.mem_total[view.healthy]
-        return appetite(shapes, per_pod, float(memory.mean()) if memory.size else 0.0)
+        memory, node = np.unique(view.mem_total[:, 0], return_inverse=True)
+        cpu, host = appetite(shapes, per_pod, memory)
+        return cpu[node.reshape(-1)], host[node.reshape(-1)]
 
     def score(self, candidates: Candidates) -> np.ndarray:
         if "growth" not in candidates.notes:
