@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -55,7 +56,7 @@ class Browser:
             [chromium(), *FLAGS, f"--user-data-dir={self._profile.name}",
              f"--window-size={self._size[0]},{self._size[1]}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=wire_fds, pass_fds=(3, 4))
+            preexec_fn=wire_fds, pass_fds=(3, 4), start_new_session=True)  # its helpers in one group
         os.close(to_browser)
         os.close(from_browser)
         threading.Thread(target=self._reader, daemon=True).start()
@@ -76,7 +77,20 @@ class Browser:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
-        self._profile.cleanup()
+        # chromium's helper processes can outlive the browser and still write to the profile
+        # (the cleanup then failed with "Directory not empty"): end the whole group first
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for attempt in range(20):
+            try:
+                self._profile.cleanup()
+                return
+            except OSError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.1)
 
     def _reader(self) -> None:
         while chunk := os.read(self._read, 1 << 16):
