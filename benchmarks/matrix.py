@@ -21,6 +21,8 @@ from benchmarks.trace import DEFAULT_DIR, NODE_FILE, TRACES, pod_file, read_node
 from policy.scoring import STRATEGIES
 
 POLICIES = ("random", "spread", "ack", "binpack", "bestfit", "fragmentation")
+# FGD's own measure in our replay: pods counted once, no Stranded, no Starved (host-aware, learned online)
+FGD_MEASURE = {"weighting": "pods", "stranded": False, "starved": False}
 
 
 def run_name(trace, mapping, setting, label, seed) -> str:
@@ -97,9 +99,6 @@ def _ablations(trace: str) -> list:
             {**base, "label": "fragmentation[no-starved]", "options": {"starved": False}},
             {**base, "label": "fragmentation[fgd]", "options": FGD_MEASURE}]
 
-
-# FGD's own measure in our replay: pods counted once, no Stranded, no Starved (host-aware, learned online)
-FGD_MEASURE = {"weighting": "pods", "stranded": False, "starved": False}
 
 
 def main(argv=None) -> int:

@@ -75,9 +75,9 @@ def reweigh(pods: Pods, kind: str, fraction: float, seed: int = 0) -> Pods:
     if not 0 < fraction < 1 and not (fraction == 1 and kind != "cpu"):
         raise ValueError("fraction must be between 0 and 1 (1 itself only for share and multi)")
     rng = np.random.default_rng(seed)
-    mine = kind_mask(pods, kind)
     if kind == "share":
         return redraw_gpu_pods(pods, fraction, rng)
+    mine = kind_mask(pods, kind)
     size = np.ones(len(pods)) if kind == "cpu" else pods.demand.astype(float)
     if fraction == 1:
         total, index = size.sum(), np.flatnonzero(mine | (size == 0)).tolist()

@@ -29,12 +29,11 @@ def test_other_pods_are_kept_and_the_draws_are_seeded(pods):
     assert sorted(n for n, m in zip(a.name, kind_mask(a, "multi")) if not m) == sorted(others)
 
 
-def expected_share(pods, fraction):
-    """Sharing pods' part of the GPU demand, counted with the kinds' mean demands (as the draw is)."""
-    share, other = kind_mask(pods, "share"), (pods.demand > 0) & ~kind_mask(pods, "share")
-    return lambda out: (kind_mask(out, "share").sum() * pods.demand[share].mean()
-                        / (kind_mask(out, "share").sum() * pods.demand[share].mean()
-                           + ((out.demand > 0) & ~kind_mask(out, "share")).sum() * pods.demand[other].mean()))
+def share_by_mean_demand(base, out):
+    """Sharing pods' part of ``out``'s GPU demand, counted with ``base``'s mean demand per kind (as the draw is)."""
+    share, other = kind_mask(base, "share"), (base.demand > 0) & ~kind_mask(base, "share")
+    sharing = kind_mask(out, "share").sum() * base.demand[share].mean()
+    return sharing / (sharing + ((out.demand > 0) & ~kind_mask(out, "share")).sum() * base.demand[other].mean())
 
 
 @pytest.mark.parametrize("fraction", [0.1, 0.4, 0.8])
@@ -43,7 +42,7 @@ def test_share_variants_keep_every_pod_count_but_the_mix_of_gpu_pods(pods, fract
     assert len(out) == len(pods)
     assert (out.demand == 0).sum() == (pods.demand == 0).sum()
     gpu_pods = (pods.demand > 0).sum()
-    assert abs(expected_share(pods, fraction)(out) - fraction) <= 1 / gpu_pods * 2
+    assert abs(share_by_mean_demand(pods, out) - fraction) <= 1 / gpu_pods * 2
     assert reweigh(pods, "share", fraction, seed=4).name == out.name
 
 
