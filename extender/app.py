@@ -2,7 +2,8 @@
 
 Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
-    POST filter, prioritize, bind      the kube-scheduler extender verbs
+    POST filter, prioritize,           the kube-scheduler extender verbs, JSON only (else 415),
+         preempt, bind                 answered by extender.verbs (the served path skips Flask)
     GET  inspect                       every node and GPU, used/total, pods
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
     GET  metrics                       Prometheus metrics (extender.metrics)
@@ -28,15 +29,15 @@ from extender.cluster import make_cluster
 from extender.config import Config
 from extender.ledger import Ledger
 from extender.logs import fields, get_logger
-from extender.metrics import VERBS, Metrics
+from extender.metrics import VERBS as METRIC_VERBS
+from extender.metrics import Metrics
 from extender.planning import PlanSettings, plan_json
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
-from policy.echo import shown
+from extender.verbs import JSON, VERBS, Verbs
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
-JSON = "application/json"
 GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
 
 
@@ -44,7 +45,8 @@ def _json(value, status: int = 200) -> Response:
     return Response(wire.encode(value), status=status, mimetype=JSON)
 
 
-_VERB_OF = {f"cgpu.{verb}{suffix}": verb for verb in VERBS for suffix in ("", "_")}  # endpoint → verb
+_OTHER_ENDPOINTS = {f"cgpu.{name}{suffix}": name for name in METRIC_VERBS if name not in VERBS
+                    for suffix in ("", "_")}  # endpoint → its duration histogram
 
 
 def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender:
@@ -97,35 +99,21 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.extensions["cgpu"] = extender
     metrics = app.extensions["cgpu_metrics"] = Metrics(extender)
+    verbs = app.extensions["cgpu_verbs"] = Verbs(extender, metrics, config.normalised_prefix())
     gpu_map = GPU_MAP.read_bytes()
     log = get_logger()
     routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
 
-    @routes.before_request
-    def json_only():
-        """A verb reads only JSON: a form or text POST (what any web page can make a
-        browser send cross-site, without a preflight) is refused before it is read."""
-        if request.method == "POST" and request.mimetype != JSON:
-            return _json({"Error": f"415 Unsupported Media Type: {request.path} takes Content-Type: {JSON}, "
-                                   f"not {shown(request.mimetype or 'none')}"}, 415)
-        return None
+    def verb_route(verb: str):
+        def route():
+            status, headers, body = verbs.reply(verb, request.path, request.content_type, request.get_data(),
+                                                started=g.started)
+            return Response(body, status=status, headers=headers)
+        route.__name__ = verb
+        routes.add_url_rule(f"/{verb}", endpoint=verb, view_func=route, methods=["POST"])
 
-    @routes.post("/filter")
-    def filter_():
-        return Response(extender.filter(request.get_data()), mimetype=JSON)
-
-    @routes.post("/prioritize")
-    def prioritize():
-        return Response(extender.prioritize(request.get_data()), mimetype=JSON)
-
-    @routes.post("/preempt")
-    def preempt():
-        body, status = extender.preempt(request.get_data())
-        return Response(body, status=status, mimetype=JSON)
-
-    @routes.post("/bind")
-    def bind():
-        return Response(extender.bind(request.get_data()), mimetype=JSON)
+    for verb in VERBS:
+        verb_route(verb)
 
     @routes.get("/inspect")
     def inspect():
@@ -165,10 +153,10 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     def server_timing(response: Response) -> Response:
         """``Server-Timing: app;dur=<ms>``: the handler's own time, body read to reply; and its histogram."""
         started = g.get("started")
-        if started is not None:
+        if started is not None and "Server-Timing" not in response.headers:
             seconds = time.perf_counter() - started
             response.headers["Server-Timing"] = f"app;dur={seconds * 1000:.3f}"
-            verb = _VERB_OF.get(request.endpoint)
+            verb = _OTHER_ENDPOINTS.get(request.endpoint)
             if verb is not None:
                 metrics.observe(verb, seconds)
         return response

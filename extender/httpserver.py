@@ -13,7 +13,8 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
   keep-alive connection :data:`Limits.idle_seconds` (kube-scheduler keeps its
   connections open and reuses them), a reply's write :data:`Limits.write_seconds`;
   a connection past its deadline is closed;
-* only complete requests reach the WSGI app, in a pool of ``threads`` handler
+* only complete requests reach the WSGI app (or a ``direct`` handler: bytes in,
+  bytes out, for an exact method and path, skipping WSGI), in a pool of ``threads`` handler
   threads (binds run while a filter is being served, as before), so stalled
   clients never delay a verb; requests the ``inline`` predicate names (short,
   CPU-bound, never waiting on I/O: filter, prioritize, probes) with a body of
@@ -110,9 +111,10 @@ class HTTPServer:
 
     def __init__(self, app, host: str, port: int, threads: int = 8, limits: Limits = Limits(),
                  ssl_context: ssl.SSLContext | None = None, probe_port: int | None = None,
-                 inline=lambda method, path: False):
+                 inline=lambda method, path: False, direct: dict | None = None):
         self.app, self.host, self.port, self.probe_port = app, host, port, probe_port
         self.inline = inline  # (method, path as bytes) → run in the loop's thread (see module doc)
+        self.direct = direct or {}  # (method, path) → handler(headers, body) answering instead of the app
         self.limits, self.ssl_context = limits, ssl_context
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="request")
         self._budget = _Budget(limits.inflight_bytes)
@@ -192,7 +194,8 @@ class HTTPServer:
             left = until - loop.time()
             if left <= 0:
                 raise asyncio.TimeoutError
-            data = await asyncio.wait_for(reader.read(65536), left)
+            async with asyncio.timeout(left):
+                data = await reader.read(65536)
             if on_first_byte is not None and data:
                 until = on_first_byte(until)
                 on_first_byte = None
@@ -226,10 +229,14 @@ class HTTPServer:
             await self._refuse(conn, writer, exc.status, exc.message)
             return False
         try:
-            if len(body) <= limits.inline_body_bytes and self.inline(head.method, head.target.partition(b"?")[0]):
-                status, headers, chunks = self._call(head, body, writer)
+            path = head.target.partition(b"?")[0]
+            handler = self.direct.get((head.method, path))
+            call = (functools.partial(self._direct, handler, head, body) if handler is not None
+                    else functools.partial(self._call, head, body, writer))
+            if len(body) <= limits.inline_body_bytes and self.inline(head.method, path):
+                status, headers, chunks = call()
             else:
-                status, headers, chunks = await loop.run_in_executor(self._pool, self._call, head, body, writer)
+                status, headers, chunks = await loop.run_in_executor(self._pool, call)
         finally:
             self._budget.give(len(body))
         await self._send(conn, writer, status, headers, chunks, head=head.method == b"HEAD")
@@ -286,9 +293,18 @@ class HTTPServer:
             out += conn.send(h11.Data(data=body))
         out += conn.send(h11.EndOfMessage())
         writer.write(out)
-        await asyncio.wait_for(writer.drain(), self.limits.write_seconds)
+        if writer.transport.get_write_buffer_size():
+            async with asyncio.timeout(self.limits.write_seconds):
+                await writer.drain()
 
-    # -- the WSGI call (a handler thread, or the loop's for an inline request) ------
+    # -- the reply (a handler thread, or the loop's for an inline request) ----------
+    def _direct(self, handler, head: h11.Request, body: bytes) -> tuple:
+        try:
+            return handler(head.headers, body)
+        except Exception as exc:  # the handler answers its own faults; this is the last line
+            self.log.error("internal error outside the handler", exc_info=exc)
+            return 500, [(b"content-type", b"application/json")], [b'{"Error":"internal error"}']
+
     def _call(self, head: h11.Request, body: bytes, writer) -> tuple:
         target = head.target
         path, _, query = target.partition(b"?")

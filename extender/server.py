@@ -27,6 +27,12 @@ def inline(method: bytes, path: bytes) -> bool:
     return any(method == m and path.endswith(ends) for m, ends in INLINE)
 
 
+def direct_routes(app) -> dict:
+    """The scheduler verbs answered without WSGI and Flask (:mod:`extender.verbs`), when the app has them."""
+    verbs = app.extensions.get("cgpu_verbs")
+    return verbs.direct() if verbs is not None else {}
+
+
 class ExtenderServer:
     def __init__(self, config: Config, host: str, port: int, threads: int = 8, factory=create_app,
                  tls_cert: str | None = None, tls_key: str | None = None, client_ca: str | None = None,
@@ -44,7 +50,7 @@ class ExtenderServer:
         app = self._factory(self._config)
         self.http = HTTPServer(app, self._host, self._port, threads=self._threads,
                                limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context,
-                               probe_port=self._probe_port, inline=inline)
+                               probe_port=self._probe_port, inline=inline, direct=direct_routes(app))
         try:
             self.http.run()
         finally:
