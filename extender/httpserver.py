@@ -5,9 +5,12 @@ before) reads a request inside one of its worker threads with no read
 timeout, so 8 sockets that send half a request and wait hold all 8 threads,
 and no filter, bind or healthz is answered for as long as they wait. Here:
 
-* every connection is read by an asyncio event loop (:mod:`h11` parses the
-  bytes); a connection costs a little memory, never a thread, however slowly
-  its client writes, and however long it sits idle between requests;
+* every connection is an asyncio protocol of one event loop, its bytes parsed
+  as they arrive (:mod:`extender.httpparse`); a connection costs a little
+  memory, never a thread, however slowly its client writes, and however long
+  it sits idle between requests. (Streams and h11 cost ~350 µs of CPU per
+  small request on a 2-core VM, this ~175 µs; the floor of any asyncio
+  protocol there, with a trivial parse, is ~150 – 180 µs);
 * each phase has a deadline: the request head :data:`Limits.header_seconds`
   from its first byte, the body :data:`Limits.body_seconds`, an idle
   keep-alive connection :data:`Limits.idle_seconds` (kube-scheduler keeps its
@@ -19,10 +22,10 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
   clients never delay a verb; requests the ``inline`` predicate names (short,
   CPU-bound, never waiting on I/O: filter, prioritize, probes) with a body of
   at most :data:`Limits.inline_body_bytes` run in the loop's own thread
-  instead: handing a request to a thread and back costs ~150 µs of CPU on a
-  2-core VM (``run_in_executor`` round trip), the largest part of a small
-  request's cost, and under the GIL a CPU-bound handler gains nothing from a
-  thread;
+  instead: handing a request to a thread and back costs ~250 – 400 µs of CPU
+  on a 2-core VM (``run_in_executor`` round trip and the loop's wake-up), more
+  than the rest of a small request's cost, and under the GIL a CPU-bound
+  handler gains nothing from a thread;
 * bounded: head size, body size (413 from ``Content-Length`` before any of
   the body is read, or as soon as a chunked body passes the limit), bodies
   being read at once (:data:`Limits.inflight_bytes`, else 503), connections
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import http
 import io
 import signal
 import ssl
@@ -51,8 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-import h11
-
+from extender.httpparse import BadRequest, Request, RequestParser
 from extender.logs import fields, get_logger
 
 SERVER = b"cgpu-extender"
@@ -100,12 +103,6 @@ class _Budget:
         self.used -= n
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
 class HTTPServer:
     """Serves one WSGI app (see module doc). :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`."""
 
@@ -139,15 +136,14 @@ class HTTPServer:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(signum, self._stopped.set)
-        server = await asyncio.start_server(
+        server = await self._loop.create_server(
             self._connection, self.host, self.port, ssl=self.ssl_context, backlog=1024,
-            ssl_handshake_timeout=self.limits.handshake_seconds if self.ssl_context else None,
-            limit=self.limits.header_bytes)
+            ssl_handshake_timeout=self.limits.handshake_seconds if self.ssl_context else None)
         self.port = server.sockets[0].getsockname()[1]
         servers = [server]
         if self.probe_port is not None:
-            probes = await asyncio.start_server(functools.partial(self._connection, probe_only=True), self.host,
-                                                self.probe_port, limit=self.limits.header_bytes)
+            probes = await self._loop.create_server(functools.partial(self._connection, probe_only=True),
+                                                    self.host, self.probe_port)
             self.probe_port = probes.sockets[0].getsockname()[1]
             servers.append(probes)
         self.log.info("serving", extra=fields(host=self.host, port=self.port, probe_port=self.probe_port,
@@ -165,147 +161,18 @@ class HTTPServer:
         self.log.info("stopped serving", extra=fields(port=self.port))
 
     # -- one connection ---------------------------------------------------------
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                          probe_only: bool = False) -> None:
-        if self._open >= self.limits.connections:
-            writer.close()
-            return
-        self._open += 1
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.header_bytes)
-        try:
-            while await self._one_request(conn, reader, writer, probe_only):
-                conn.start_next_cycle()
-        except (ConnectionError, asyncio.TimeoutError, ssl.SSLError, OSError, h11.ProtocolError):
-            pass  # the connection ends; the server goes on
-        finally:
-            self._open -= 1
-            writer.close()
-
-    async def _next_event(self, conn, reader, until: float, on_first_byte=None, most: int | None = None):
-        """The next h11 event, reading as needed until the loop time ``until`` and, when
-        ``most`` is given, at most that many bytes (else 431: h11 bounds only what it
-        buffers, not an event that arrives whole)."""
-        loop = asyncio.get_running_loop()
-        received = 0
-        while True:
-            event = conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            left = until - loop.time()
-            if left <= 0:
-                raise asyncio.TimeoutError
-            async with asyncio.timeout(left):
-                data = await reader.read(65536)
-            if on_first_byte is not None and data:
-                until = on_first_byte(until)
-                on_first_byte = None
-            received += len(data)
-            if most is not None and received > most:
-                raise _Refused(431, f"request line and headers are longer than the limit ({most} bytes)")
-            conn.receive_data(data)  # b"" is the end of the stream
-
-    async def _one_request(self, conn, reader, writer, probe_only: bool = False) -> bool:
-        """Serve one request on ``conn``; True when the connection may serve another."""
-        loop = asyncio.get_running_loop()
-        limits = self.limits
-        try:
-            head = await self._next_event(conn, reader, loop.time() + limits.idle_seconds,
-                                          on_first_byte=lambda _: loop.time() + limits.header_seconds,
-                                          most=limits.header_bytes)
-            if isinstance(head, h11.ConnectionClosed):
-                return False
-            if not isinstance(head, h11.Request):
-                return False
-            if head.http_version not in (b"1.0", b"1.1"):
-                raise _Refused(505, f"HTTP/{head.http_version.decode('ascii', 'replace')[:8]} is not served: "
-                                    "HTTP/1.1 only")
-            if probe_only and (head.method != b"GET" or not head.target.partition(b"?")[0].endswith(PROBE_PATHS)):
-                raise _Refused(404, "this port serves only GET healthz, readyz and metrics")
-            body = await self._body(conn, reader, head)
-        except h11.RemoteProtocolError as exc:
-            await self._refuse(conn, writer, exc.error_status_hint, f"malformed HTTP request: {exc}")
-            return False
-        except _Refused as exc:
-            await self._refuse(conn, writer, exc.status, exc.message)
-            return False
-        try:
-            path = head.target.partition(b"?")[0]
-            handler = self.direct.get((head.method, path))
-            call = (functools.partial(self._direct, handler, head, body) if handler is not None
-                    else functools.partial(self._call, head, body, writer))
-            if len(body) <= limits.inline_body_bytes and self.inline(head.method, path):
-                status, headers, chunks = call()
-            else:
-                status, headers, chunks = await loop.run_in_executor(self._pool, call)
-        finally:
-            self._budget.give(len(body))
-        await self._send(conn, writer, status, headers, chunks, head=head.method == b"HEAD")
-        return conn.our_state is h11.DONE and conn.their_state is h11.DONE
-
-    async def _body(self, conn, reader, head: h11.Request) -> bytes:
-        limits = self.limits
-        length = next((int(v) for k, v in head.headers if k == b"content-length"), None)  # h11 checked it
-        if length is not None and length > limits.body_bytes:
-            raise _Refused(413, f"request body of {length} bytes is larger than the limit "
-                                f"({limits.body_bytes} bytes)")
-        loop = asyncio.get_running_loop()
-        until = loop.time() + limits.body_seconds
-        parts, size = [], 0
-        try:
-            while True:
-                event = await self._next_event(conn, reader, until)
-                if isinstance(event, h11.Data):
-                    if size + len(event.data) > limits.body_bytes:
-                        raise _Refused(413, f"request body is larger than the limit ({limits.body_bytes} bytes)")
-                    if not self._budget.take(len(event.data)):
-                        raise _Refused(503, "the server is reading too many request bodies at once; retry")
-                    size += len(event.data)
-                    parts.append(event.data)
-                elif isinstance(event, h11.EndOfMessage):
-                    return b"".join(parts)
-                else:  # the peer went away mid-body
-                    raise ConnectionError("connection closed inside a request body")
-        except BaseException:
-            self._budget.give(size)
-            raise
-
-    async def _refuse(self, conn, writer, status: int, message: str) -> None:
-        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return
-        body = b'{"Error":' + _json_string(message) + b"}"
-        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
-        try:
-            await self._send(conn, writer, status, headers, [body])
-        except h11.LocalProtocolError:
-            pass
-
-    async def _send(self, conn, writer, status: int, headers: list, chunks: list, head: bool = False) -> None:
-        body = b"".join(chunks)
-        if head:  # the app's Content-Length says what a GET would carry; no body goes with it
-            body = b""
-            headers = [(k, v) for k, v in headers if k.lower() != b"transfer-encoding"]
-        else:
-            headers = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"transfer-encoding")]
-            headers.append((b"content-length", str(len(body)).encode()))
-        headers.append((b"server", SERVER))
-        out = conn.send(h11.Response(status_code=status, headers=headers))
-        if body:
-            out += conn.send(h11.Data(data=body))
-        out += conn.send(h11.EndOfMessage())
-        writer.write(out)
-        if writer.transport.get_write_buffer_size():
-            async with asyncio.timeout(self.limits.write_seconds):
-                await writer.drain()
+    def _connection(self, probe_only: bool = False) -> "_Connection":
+        return _Connection(self, probe_only)
 
     # -- the reply (a handler thread, or the loop's for an inline request) ----------
-    def _direct(self, handler, head: h11.Request, body: bytes) -> tuple:
+    def _direct(self, handler, head: Request, body: bytes, peer: str) -> tuple:
         try:
             return handler(head.headers, body)
         except Exception as exc:  # the handler answers its own faults; this is the last line
             self.log.error("internal error outside the handler", exc_info=exc)
             return 500, [(b"content-type", b"application/json")], [b'{"Error":"internal error"}']
 
-    def _call(self, head: h11.Request, body: bytes, writer) -> tuple:
+    def _call(self, head: Request, body: bytes, peer: str) -> tuple:
         target = head.target
         path, _, query = target.partition(b"?")
         environ = {
@@ -315,8 +182,8 @@ class HTTPServer:
             "QUERY_STRING": query.decode("latin-1"),
             "SERVER_NAME": self.host,
             "SERVER_PORT": str(self.port),
-            "SERVER_PROTOCOL": "HTTP/" + head.http_version.decode("ascii", "replace"),
-            "REMOTE_ADDR": (writer.get_extra_info("peername") or ("", 0))[0],
+            "SERVER_PROTOCOL": "HTTP/" + head.version.decode("ascii"),
+            "REMOTE_ADDR": peer,
             "CONTENT_LENGTH": str(len(body)),
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": "https" if self.ssl_context else "http",
@@ -358,3 +225,200 @@ def _json_string(text: str) -> bytes:
     import orjson
 
     return orjson.dumps(text)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: its bytes parsed as they arrive, one request answered at a time.
+
+    Deadlines (see :class:`Limits`) are one timer, re-armed for each phase:
+    idle between requests, the head from its first byte, the body from the end
+    of the head, and a reply's write while the transport holds more than its
+    high-water mark. While a request is answered, reading pauses, and no timer
+    runs (the handler's time is not the client's fault).
+    """
+
+    def __init__(self, server: HTTPServer, probe_only: bool):
+        self.server, self.probe_only = server, probe_only
+        self.limits = server.limits
+        self.parser = RequestParser(self.limits.header_bytes, self.limits.body_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.timer: asyncio.TimerHandle | None = None
+        self.phase = ""  # what the timer is for: "idle", "head", "body", "write"
+        self.busy = False  # a request is being answered
+        self.held = 0  # body bytes taken from the server's budget
+        self.writing_paused = False
+        self.then: tuple | None = None  # while writing is paused: the reply's keep-alive, to go on with
+        self.counted = False
+        self.eof = False  # the client half-closed while a request was being answered
+        self.paused = False  # reading paused while a handler thread answers
+
+    # -- asyncio's calls --------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        server = self.server
+        if server._open >= self.limits.connections:
+            transport.abort()
+            return
+        server._open += 1
+        self.counted = True
+        self.peer = (transport.get_extra_info("peername") or ("",))[0]
+        self._arm("idle", self.limits.idle_seconds)
+
+    def connection_lost(self, exc) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self._give()
+        if self.counted:
+            self.server._open -= 1
+            self.counted = False
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return
+        parser = self.parser
+        if not parser.in_head:  # body bytes count against the bodies all connections may hold
+            if not self.server._budget.take(len(data)):
+                self._refuse(503, "the server is reading too many request bodies at once; retry")
+                return
+            self.held += len(data)
+        parser.feed(data)
+        if not self.busy:
+            self._advance()
+
+    def eof_received(self) -> bool:
+        """The client sent all it will: close, unless a reply is still to be written (then after it)."""
+        self.eof = self.busy
+        return self.busy
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._arm("write", self.limits.write_seconds)
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        then, self.then = self.then, None
+        if then is not None:
+            self._after_reply(*then)
+
+    # -- requests ---------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Read what has arrived: arm the phase's deadline, or answer the request it completes."""
+        parser = self.parser
+        try:
+            waiting_head = parser.in_head
+            head = parser.head()
+            if head is None:
+                if parser.started and self.phase != "head":
+                    self._arm("head", self.limits.header_seconds)
+                return
+            if waiting_head:
+                self._arm("body", self.limits.body_seconds)
+                if self.probe_only and (head.method != b"GET" or not head.path.endswith(PROBE_PATHS)):
+                    raise BadRequest(404, "this port serves only GET healthz, readyz and metrics")
+                if not self.server._budget.take(parser.pending):  # body bytes that came with the head
+                    raise BadRequest(503, "the server is reading too many request bodies at once; retry")
+                self.held += parser.pending
+                if head.expects_continue and parser.pending == 0:
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request = parser.next()
+        except BadRequest as exc:
+            self._refuse(exc.status, exc.message)
+            return
+        if request is None:
+            return
+        self._answer(request)
+
+    def _answer(self, request: Request) -> None:
+        server = self.server
+        self.busy = True
+        self._disarm()
+        handler = server.direct.get((request.method, request.path))
+        call = (functools.partial(server._direct, handler, request, request.body, self.peer) if handler is not None
+                else functools.partial(server._call, request, request.body, self.peer))
+        if len(request.body) <= self.limits.inline_body_bytes and server.inline(request.method, request.path):
+            self._reply(request, *call())
+            return
+        self.paused = True
+        self.transport.pause_reading()
+        future = server._loop.run_in_executor(server._pool, call)
+        future.add_done_callback(functools.partial(self._replied, request))
+
+    def _replied(self, request: Request, future) -> None:
+        if future.cancelled() or future.exception() is not None:  # the pool shut down under it
+            self.transport.abort()
+            return
+        self._reply(request, *future.result())
+
+    def _reply(self, request: Request, status: int, headers: list, chunks: list) -> None:
+        self._give()
+        if self.transport.is_closing():
+            return
+        keep_alive = request.keep_alive
+        self._write(status, headers, b"".join(chunks), head=request.method == b"HEAD", keep_alive=keep_alive)
+        if self.writing_paused:
+            self.then = (keep_alive,)
+        else:
+            self._after_reply(keep_alive)
+
+    def _after_reply(self, keep_alive: bool) -> None:
+        self.busy = False
+        if not keep_alive or self.eof:
+            self.transport.close()
+            return
+        self._arm("idle", self.limits.idle_seconds)
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
+        if self.parser.pending:
+            self._advance()
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer a request that cannot be read, then close (the stream's framing is lost)."""
+        self._give()
+        if not self.busy and not self.transport.is_closing():
+            self._write(status, [(b"content-type", b"application/json")],
+                        b'{"Error":' + _json_string(message) + b"}", keep_alive=False)
+        self.transport.close()
+
+    def _write(self, status: int, headers: list, body: bytes, head: bool = False, keep_alive: bool = True) -> None:
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
+        for name, value in headers:
+            lower = name.lower()
+            if lower in (b"content-length", b"transfer-encoding", b"connection") and not (head and lower ==
+                                                                                            b"content-length"):
+                continue
+            lines.append(b"%s: %s\r\n" % (name, value))
+        if not head:  # a HEAD reply keeps the Content-Length a GET would carry, and no body
+            lines.append(b"content-length: %d\r\n" % len(body))
+        if not keep_alive:
+            lines.append(b"connection: close\r\n")
+        lines.append(b"server: " + SERVER + b"\r\n\r\n")
+        if not head:
+            lines.append(body)
+        self.transport.write(b"".join(lines))
+
+    # -- deadlines and the budget ---------------------------------------------------------
+    def _arm(self, phase: str, seconds: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.phase = phase
+        self.timer = self.server._loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.phase = ""
+
+    def _expired(self) -> None:
+        self.timer = None
+        self.transport.abort()
+
+    def _give(self) -> None:
+        if self.held:
+            self.server._budget.give(self.held)
+            self.held = 0
+
+
+_REASONS = {status.value: status.phrase.encode("ascii") for status in http.HTTPStatus}

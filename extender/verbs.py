@@ -69,7 +69,7 @@ class Verbs:
 
     def direct(self) -> dict[tuple[bytes, bytes], Callable]:
         """``{(b"POST", path): handler(headers, body) -> (status, headers, chunks)}`` for
-        :class:`~extender.httpserver.HTTPServer` (header names lower case, as h11 gives them)."""
+        :class:`~extender.httpserver.HTTPServer` (header names lower case, as extender.httpparse gives them)."""
         def handler(verb: str, path: str):
             def serve(headers: list[tuple[bytes, bytes]], body: bytes):
                 content_type = None
