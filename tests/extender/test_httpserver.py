@@ -1,0 +1,107 @@
+"""The server's connection handling: pipelining, 100-continue, half-close, refusals, the body budget."""
+
+import socket
+
+import orjson
+import pytest
+
+from builders import ServedInThread, scheduler_pod
+from extender.app import build_extender, create_app
+from extender.config import Config
+from extender.httpserver import HTTPServer, Limits
+from extender.server import direct_routes, inline
+
+PREFIX = "/cgpu-scheduler"
+NODES = ["gpu-core-a", "gpu-core-b"]
+
+
+@pytest.fixture(scope="module")
+def served():
+    config = Config()
+    app = create_app(config, extender=build_extender(config))
+    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, limits=Limits(
+            header_seconds=2, body_seconds=2, idle_seconds=5, inflight_bytes=1 << 16),
+            inline=inline, direct=direct_routes(app))) as server:
+        yield server
+
+
+def replies(sock: socket.socket, count: int) -> list:
+    """``count`` replies read off ``sock``: ``[(status, headers dict, body)]``."""
+    data, out = b"", []
+    while len(out) < count:
+        head_end = data.find(b"\r\n\r\n")
+        if head_end >= 0:
+            lines = data[:head_end].split(b"\r\n")
+            headers = dict(line.split(b": ", 1) for line in lines[1:])
+            length = int(headers.get(b"content-length", b"0"))
+            if len(data) >= head_end + 4 + length:
+                out.append((int(lines[0].split()[1]), headers, data[head_end + 4:head_end + 4 + length]))
+                data = data[head_end + 4 + length:]
+                continue
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return out
+
+
+def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n"
+            % (path.encode(), len(body), extra)) + body
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(served):
+    body = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})
+    stream = (post(f"{PREFIX}/filter", body) + b"GET /cgpu-scheduler/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+              + post(f"{PREFIX}/bind", b"{}") + post(f"{PREFIX}/prioritize", body))
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(stream)
+        got = replies(sock, 4)
+    assert [status for status, _, _ in got] == [200, 200, 200, 200]
+    assert orjson.loads(got[0][2])["NodeNames"] == NODES
+    assert orjson.loads(got[1][2]) == {"status": "ok"}
+    assert "PodName" in orjson.loads(got[2][2])["Error"]  # bind's specific error for a body without a pod
+    assert {entry["Host"] for entry in orjson.loads(got[3][2])} == set(NODES)
+
+
+def test_a_client_that_expects_100_continue_is_told_to_go_on(served):
+    body = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(post(f"{PREFIX}/filter", body, b"Expect: 100-continue\r\n")[:-len(body)])
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        ((status, _, data),) = replies(sock, 1)
+    assert status == 200 and orjson.loads(data)["NodeNames"] == NODES
+
+
+def test_a_client_that_half_closes_after_its_request_still_gets_the_reply(served):
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(post(f"{PREFIX}/bind", b"{}"))  # bind runs in a handler thread
+        sock.shutdown(socket.SHUT_WR)
+        ((status, headers, data),) = replies(sock, 1)
+        assert status == 200 and orjson.loads(data)["Error"]
+        assert sock.recv(10) == b""  # then the server closes
+
+
+def test_http_1_0_and_connection_close_get_one_reply_and_a_close(served):
+    for request in (b"GET /cgpu-scheduler/healthz HTTP/1.0\r\n\r\n",
+                    b"GET /cgpu-scheduler/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+            sock.sendall(request * 2)
+            got = replies(sock, 2)
+        assert [status for status, _, _ in got] == [200] and got[0][1][b"connection"] == b"close"
+
+
+def test_bodies_past_the_servers_budget_are_refused_503_and_the_budget_comes_back(served):
+    """Limits.inflight_bytes is 64 KiB here: a body of 100 KB sent whole is refused, and then,
+    with nothing held any more, the next requests are answered."""
+    body = b"{" + b" " * 100_000 + b"}"
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(post(f"{PREFIX}/filter", body))
+        ((status, _, data),) = replies(sock, 1)
+    assert status == 503 and b"too many request bodies" in data
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+            sock.sendall(post(f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})))
+            ((status, _, _),) = replies(sock, 1)
+        assert status == 200
