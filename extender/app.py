@@ -34,7 +34,7 @@ from extender.metrics import Metrics
 from extender.planning import PlanSettings, plan_json
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
-from extender.verbs import JSON, VERBS, Verbs
+from extender.verbs import JSON, VERBS, Verbs, timing
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
@@ -155,7 +155,7 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
         started = g.get("started")
         if started is not None and "Server-Timing" not in response.headers:
             seconds = time.perf_counter() - started
-            response.headers["Server-Timing"] = f"app;dur={seconds * 1000:.3f}"
+            response.headers["Server-Timing"] = timing(seconds)
             verb = _OTHER_ENDPOINTS.get(request.endpoint)
             if verb is not None:
                 metrics.observe(verb, seconds)

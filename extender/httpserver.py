@@ -248,7 +248,7 @@ class _Connection(asyncio.Protocol):
         self.busy = False  # a request is being answered
         self.held = 0  # body bytes taken from the server's budget
         self.writing_paused = False
-        self.then: tuple | None = None  # while writing is paused: the reply's keep-alive, to go on with
+        self.keep_alive_after_write: bool | None = None  # a reply waiting for writing to resume
         self.counted = False
         self.eof = False  # the client half-closed while a request was being answered
         self.paused = False  # reading paused while a handler thread answers
@@ -297,9 +297,9 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        then, self.then = self.then, None
-        if then is not None:
-            self._after_reply(*then)
+        keep_alive, self.keep_alive_after_write = self.keep_alive_after_write, None
+        if keep_alive is not None:
+            self._after_reply(keep_alive)
 
     # -- requests ---------------------------------------------------------------------
     def _advance(self) -> None:
@@ -357,7 +357,7 @@ class _Connection(asyncio.Protocol):
         keep_alive = request.keep_alive
         self._write(status, headers, b"".join(chunks), head=request.method == b"HEAD", keep_alive=keep_alive)
         if self.writing_paused:
-            self.then = (keep_alive,)
+            self.keep_alive_after_write = keep_alive
         else:
             self._after_reply(keep_alive)
 

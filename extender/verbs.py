@@ -3,8 +3,8 @@
 kube-scheduler sends each pod through filter, prioritize and bind. Served
 through WSGI and Flask (environ, request context, routing, response object)
 a verb costs ~100 µs of CPU more than the handler itself on a 2-core VM
-(``healthz`` through ``app(environ)``: 104 µs; ``Extender.bind`` on a bad
-body alone: 9 µs), a few per cent of a pod's whole cost. :class:`Verbs`
+in the loop's thread, ~300 µs in a handler thread (``healthz`` through
+``app(environ)``: 104 µs; ``Extender.bind`` on a bad body alone: 9 µs). :class:`Verbs`
 answers a verb from its raw body and ``Content-Type`` with exactly what the
 Flask route answers (the route calls it too): 415 unless the body is JSON,
 the extender's reply, a one-line 500 for a handler fault, ``Server-Timing``
