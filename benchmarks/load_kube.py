@@ -19,6 +19,10 @@ sustain at that cost (1 / CPU per pod), and RSS.
 
     python -m benchmarks.load_kube --nodes 1000 5000 --pods 1000
 
+With ``--watch-events N`` it measures instead the watch alone (:func:`measure_watch`):
+
+    python -m benchmarks.load_kube --nodes 1000 5000 --watch-events 20000
+
 With ``--pipelined OWN_MS ...`` it measures instead the rate a paced
 kube-scheduler keeps with binds running concurrently (:func:`measure_pipelined`):
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import http.client
 import os
 import subprocess
@@ -241,6 +246,48 @@ def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms:
                 "cpu_ms_per_pod": round(1000 * cpu / max(bound, 1), 2)}
 
 
+def watched_events(port: int) -> float:
+    """``cgpu_watch_events_total`` of pods, from the extender's metrics."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/cgpu-scheduler/metrics")
+    for line in connection.getresponse().read().decode().splitlines():
+        if line.startswith("cgpu_watch_events_total") and 'resource="pods"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise RuntimeError("no cgpu_watch_events_total for pods in the metrics")
+
+
+def measure_watch(nodes: int, events: int, seed: int) -> dict:
+    """A burst of ``events`` status changes (MODIFIED, a new Ready condition time) to the bound
+    pods, round-robin, written at once: the extender's CPU per event and the wall time until its
+    watch has applied them all (a rate the fake API server's own serializing, in the driver's
+    process on the other core, may bound first). The end is seen by polling the extender's
+    metrics every 50 ms; the polls' own CPU (a scrape's, measured before) is subtracted."""
+    with served(nodes, seed) as (kube, server, port, _, _):
+        bound = [p for p in kube.objects("pods") if (p.get("spec") or {}).get("nodeName")]
+        burst = []
+        for i in range(events):
+            pod = copy.deepcopy(bound[i % len(bound)])
+            pod.setdefault("status", {})["conditions"] = [
+                {"type": "Ready", "status": "True", "lastTransitionTime": f"2026-11-26T00:{i // 60 % 60:02d}:"
+                                                                          f"{i % 60:02d}Z"}]
+            burst.append(pod)
+        # the polls below are metrics scrapes, dear at 5,000 nodes: their CPU, measured first, is taken off
+        cpu0 = cpu_seconds(server.pid)
+        for _ in range(10):
+            seen = watched_events(port)
+        per_scrape = (cpu_seconds(server.pid) - cpu0) / 10
+        polls, cpu0, clock = 0, cpu_seconds(server.pid), time.monotonic()
+        kube.update_many("pods", burst)
+        while watched_events(port) < seen + events:
+            polls += 1
+            time.sleep(0.05)
+        wall = time.monotonic() - clock
+        cpu = cpu_seconds(server.pid) - cpu0 - (polls + 1) * per_scrape
+        return {"nodes": nodes, "events": events, "bound_pods": len(bound), "scrape_ms": round(1000 * per_scrape, 1),
+                "polls": polls + 1, "cpu_us_per_event": round(1e6 * cpu / events, 1),
+                "events_per_cpu_s": round(events / cpu), "events_per_s": round(events / wall)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
@@ -250,10 +297,20 @@ def main(argv=None) -> int:
                         help="instead: kube-scheduler's cycle paced at OWN_MS of its own work per pod, "
                              "binds concurrent (see measure_pipelined)")
     parser.add_argument("--write-ms", type=float, default=5.0, help="with --pipelined: ms per API write")
+    parser.add_argument("--watch-events", type=int, metavar="N",
+                        help="instead: a burst of N pod status changes; the watch's CPU per event and rate")
     parser.add_argument("--profile", nargs=2, metavar=("PHASE", "FILE"),
                         help="py-spy's raw samples of the phase whose name starts with PHASE (bind, filter, watch) "
                              "in FILE")
     args = parser.parse_args(argv)
+    if args.watch_events:
+        for nodes in args.nodes:
+            r = measure_watch(nodes, args.watch_events, args.seed)
+            print(f"{nodes} nodes ({r['bound_pods']} bound pods), {r['events']} status changes: "
+                  f"{r['cpu_us_per_event']} CPU-µs per event ({r['events_per_cpu_s']} events per CPU-second), "
+                  f"all applied at {r['events_per_s']} events/s (less {r['polls']} metrics polls of "
+                  f"{r['scrape_ms']} CPU-ms each)", flush=True)
+        return 0
     if args.pipelined:
         for nodes in args.nodes:
             for own_ms in args.pipelined:

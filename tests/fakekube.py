@@ -21,6 +21,7 @@ can be started late on a port fixed in advance (API unreachable at start).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import itertools
 import json
@@ -143,6 +144,19 @@ class FakeKube:
             self.store[kind][key] = obj
             self._emit(kind, "MODIFIED", obj)
             return copy.deepcopy(obj)
+
+    def update_many(self, kind: str, objects: list) -> None:
+        """:meth:`update` of each object in turn, under one lock: a burst of MODIFIED events at once."""
+        with self.cond:
+            for obj in objects:
+                key = self._key(kind, obj)
+                obj = copy.deepcopy(obj)
+                obj["metadata"]["uid"] = self.store[kind][key]["metadata"]["uid"]
+                self.rv += 1
+                obj["metadata"]["resourceVersion"] = str(self.rv)
+                self.store[kind][key] = obj
+                self.history[kind].append((self.rv, "MODIFIED", obj))
+            self.cond.notify_all()
 
     def delete(self, kind: str, name: str, namespace: str = "default") -> dict:
         with self.cond:
@@ -294,6 +308,11 @@ class FakeKube:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
         return pod
 
+    def _after(self, kind: str, position: int) -> list:
+        """The history's events after resourceVersion ``position`` (the history is in order)."""
+        history = self.history[kind]
+        return history[bisect.bisect_right(history, position, key=lambda event: event[0]):]
+
     def watch_events(self, kind: str, namespace: str | None, since: int, deadline: float):
         """Yield events after ``since``; a 410 ERROR if history was compacted; stop at a cut or the deadline."""
         generation = self.cut_generation
@@ -305,13 +324,13 @@ class FakeKube:
             while True:
                 with self.cond:
                     gone = since < self.compacted[kind]
-                    pending = [e for e in self.history[kind] if e[0] > position]
+                    pending = self._after(kind, position)
                     while not gone and not pending and self.cut_generation == generation:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             return
                         self.cond.wait(min(left, 0.2))
-                        pending = [e for e in self.history[kind] if e[0] > position]
+                        pending = self._after(kind, position)
                     cut = self.cut_generation != generation
                 if gone:
                     yield "ERROR", status(410, "Expired", f"too old resource version: {since} "
