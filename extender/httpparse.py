@@ -86,6 +86,15 @@ class RequestParser:
         return len(self._buffer)
 
     @property
+    def body_buffered(self) -> int:
+        """Bytes of the current request's body received so far (0 before its head is whole)."""
+        if self._head is None:
+            return 0
+        if self._chunked:
+            return min(self._received + len(self._buffer), self.body_bytes)
+        return min(len(self._buffer), self._length)
+
+    @property
     def in_head(self) -> bool:
         """True while no head has been read whole (the next request's head may have begun)."""
         return self._head is None

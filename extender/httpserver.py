@@ -276,14 +276,8 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.transport.is_closing():
             return
-        parser = self.parser
-        if not parser.in_head:  # body bytes count against the bodies all connections may hold
-            if not self.server._budget.take(len(data)):
-                self._refuse(503, "the server is reading too many request bodies at once; retry")
-                return
-            self.held += len(data)
-        parser.feed(data)
-        if not self.busy:
+        self.parser.feed(data)
+        if not self.busy and self._hold_body():
             self._advance()
 
     def eof_received(self) -> bool:
@@ -292,42 +286,47 @@ class _Connection(asyncio.Protocol):
         return self.busy
 
     def pause_writing(self) -> None:
+        """The client reads its replies slower than they come: stop reading its requests too."""
         self.writing_paused = True
+        self._pause_reading()
         self._arm("write", self.limits.write_seconds)
 
     def resume_writing(self) -> None:
         self.writing_paused = False
         keep_alive, self.keep_alive_after_write = self.keep_alive_after_write, None
         if keep_alive is not None:
-            self._after_reply(keep_alive)
+            self._done(keep_alive)
+            self._advance()
 
     # -- requests ---------------------------------------------------------------------
     def _advance(self) -> None:
-        """Read what has arrived: arm the phase's deadline, or answer the request it completes."""
+        """Answer every request the bytes received complete, one after another (an inline reply
+        goes on to the next; a handler thread's or a paused write's resumes here when done),
+        then arm the deadline of what is still arriving."""
         parser = self.parser
-        try:
-            waiting_head = parser.in_head
-            head = parser.head()
-            if head is None:
-                if parser.started and self.phase != "head":
-                    self._arm("head", self.limits.header_seconds)
+        while not self.busy and not self.transport.is_closing():
+            try:
+                waiting_head = parser.in_head
+                head = parser.head()
+                if head is None:
+                    if parser.started and self.phase != "head":
+                        self._arm("head", self.limits.header_seconds)
+                    return
+                if waiting_head:
+                    self._arm("body", self.limits.body_seconds)
+                    if self.probe_only and (head.method != b"GET" or not head.path.endswith(PROBE_PATHS)):
+                        raise BadRequest(404, "this port serves only GET healthz, readyz and metrics")
+                    if not self._hold_body():  # body bytes that came with the head
+                        return
+                    if head.expects_continue and parser.pending == 0:
+                        self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                request = parser.next()
+            except BadRequest as exc:
+                self._refuse(exc.status, exc.message)
                 return
-            if waiting_head:
-                self._arm("body", self.limits.body_seconds)
-                if self.probe_only and (head.method != b"GET" or not head.path.endswith(PROBE_PATHS)):
-                    raise BadRequest(404, "this port serves only GET healthz, readyz and metrics")
-                if not self.server._budget.take(parser.pending):  # body bytes that came with the head
-                    raise BadRequest(503, "the server is reading too many request bodies at once; retry")
-                self.held += parser.pending
-                if head.expects_continue and parser.pending == 0:
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            request = parser.next()
-        except BadRequest as exc:
-            self._refuse(exc.status, exc.message)
-            return
-        if request is None:
-            return
-        self._answer(request)
+            if request is None:
+                return
+            self._answer(request)
 
     def _answer(self, request: Request) -> None:
         server = self.server
@@ -339,8 +338,7 @@ class _Connection(asyncio.Protocol):
         if len(request.body) <= self.limits.inline_body_bytes and server.inline(request.method, request.path):
             self._reply(request, *call())
             return
-        self.paused = True
-        self.transport.pause_reading()
+        self._pause_reading()
         future = server._loop.run_in_executor(server._pool, call)
         future.add_done_callback(functools.partial(self._replied, request))
 
@@ -349,6 +347,7 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
             return
         self._reply(request, *future.result())
+        self._advance()
 
     def _reply(self, request: Request, status: int, headers: list, chunks: list) -> None:
         self._give()
@@ -357,11 +356,13 @@ class _Connection(asyncio.Protocol):
         keep_alive = request.keep_alive
         self._write(status, headers, b"".join(chunks), head=request.method == b"HEAD", keep_alive=keep_alive)
         if self.writing_paused:
-            self.keep_alive_after_write = keep_alive
+            self.keep_alive_after_write = keep_alive  # resume_writing goes on
         else:
-            self._after_reply(keep_alive)
+            self._done(keep_alive)
 
-    def _after_reply(self, keep_alive: bool) -> None:
+    def _done(self, keep_alive: bool) -> None:
+        """The reply is written (or buffered under the transport's high-water mark): close, or
+        wait for the next request, reading again."""
         self.busy = False
         if not keep_alive or self.eof:
             self.transport.close()
@@ -370,8 +371,11 @@ class _Connection(asyncio.Protocol):
         if self.paused:
             self.paused = False
             self.transport.resume_reading()
-        if self.parser.pending:
-            self._advance()
+
+    def _pause_reading(self) -> None:
+        if not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer a request that cannot be read, then close (the stream's framing is lost)."""
@@ -414,6 +418,17 @@ class _Connection(asyncio.Protocol):
     def _expired(self) -> None:
         self.timer = None
         self.transport.abort()
+
+    def _hold_body(self) -> bool:
+        """Take from the server's budget the body bytes received since last asked; refuse 503 (and
+        False) when the bodies all connections hold would pass it."""
+        more = self.parser.body_buffered - self.held
+        if more > 0:
+            if not self.server._budget.take(more):
+                self._refuse(503, "the server is reading too many request bodies at once; retry")
+                return False
+            self.held += more
+        return True
 
     def _give(self) -> None:
         if self.held:

@@ -105,3 +105,31 @@ def test_bodies_past_the_servers_budget_are_refused_503_and_the_budget_comes_bac
             sock.sendall(post(f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})))
             ((status, _, _),) = replies(sock, 1)
         assert status == 200
+
+
+def test_thousands_of_pipelined_requests_in_one_write_are_all_answered(served):
+    """Each pipelined request is answered in turn, not by a call nested in the one before."""
+    count = 3000
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+        sock.sendall(b"GET /cgpu-scheduler/healthz HTTP/1.1\r\nHost: x\r\n\r\n" * count)
+        got = replies(sock, count)
+    assert len(got) == count and {status for status, _, _ in got} == {200}
+
+
+def test_a_client_that_pipelines_without_reading_is_not_read_without_bound(served):
+    """Replies it does not read fill the socket; the server then stops reading its requests
+    (it does not buffer them all), and answers them once the client reads."""
+    request = post(f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES}))
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        sent = 0
+        try:
+            for _ in range(20000):  # far more than the kernel's buffers hold, were they all read
+                sent += sock.send(request)
+        except BlockingIOError:
+            pass
+        assert sent < 20000 * len(request)  # the server stopped reading: the client's writes block
+        sock.setblocking(True)
+        got = replies(sock, sent // len(request))
+    assert len(got) == sent // len(request) and {status for status, _, _ in got} == {200}
