@@ -29,7 +29,11 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
 * bounded: head size, body size (413 from ``Content-Length`` before any of
   the body is read, or as soon as a chunked body passes the limit), bodies
   being read at once (:data:`Limits.inflight_bytes`, else 503), connections
-  (:data:`Limits.connections`, beyond it new ones are closed at once);
+  (:data:`Limits.connections`, beyond it new ones are closed at once); a
+  connection is not read while its request is being answered in a thread or
+  while its replies back up past the transport's high-water mark, so a client
+  that pipelines requests without reading the replies holds one request's
+  bytes, not all it sent; pipelined requests are answered one after another;
 * one process, so one ledger: a second process would keep a second,
   disagreeing ledger and double-allocate GPUs;
 * optional TLS, with client certificates verified against a CA when one is
