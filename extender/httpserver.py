@@ -255,7 +255,7 @@ class _Connection(asyncio.Protocol):
         self.keep_alive_after_write: bool | None = None  # a reply waiting for writing to resume
         self.counted = False
         self.eof = False  # the client half-closed while a request was being answered
-        self.paused = False  # reading paused while a handler thread answers
+        self.paused = False  # reading paused: a handler thread answers, or replies back up
 
     # -- asyncio's calls --------------------------------------------------------------
     def connection_made(self, transport) -> None:
