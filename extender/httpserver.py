@@ -23,7 +23,7 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
   CPU-bound, never waiting on I/O: filter, prioritize, probes) with a body of
   at most :data:`Limits.inline_body_bytes` run in the loop's own thread
   instead: handing a request to a thread and back costs ~250 – 400 µs of CPU
-  on a 2-core VM (``run_in_executor`` round trip and the loop's wake-up), more
+  on a 2-core VM (a thread's wake-up and the loop's), more
   than the rest of a small request's cost, and under the GIL a CPU-bound
   handler gains nothing from a thread;
 * bounded: head size, body size (413 from ``Content-Length`` before any of
@@ -343,14 +343,23 @@ class _Connection(asyncio.Protocol):
             self._reply(request, *call())
             return
         self._pause_reading()
-        future = server._loop.run_in_executor(server._pool, call)
-        future.add_done_callback(functools.partial(self._replied, request))
+        loop = server._loop
 
-    def _replied(self, request: Request, future) -> None:
-        if future.cancelled() or future.exception() is not None:  # the pool shut down under it
+        def work():  # in the handler thread: the reply goes straight back to the loop
+            try:
+                reply = call()
+            except BaseException:  # call() answers every Exception; past that, the connection ends
+                loop.call_soon_threadsafe(self.transport.abort)
+                raise
+            loop.call_soon_threadsafe(self._replied, request, reply)
+
+        try:
+            server._pool.submit(work)
+        except RuntimeError:  # the pool is shutting down: the server is stopping
             self.transport.abort()
-            return
-        self._reply(request, *future.result())
+
+    def _replied(self, request: Request, reply: tuple) -> None:
+        self._reply(request, *reply)
         self._advance()
 
     def _reply(self, request: Request, status: int, headers: list, chunks: list) -> None:
