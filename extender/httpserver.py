@@ -169,14 +169,20 @@ class HTTPServer:
         return _Connection(self, probe_only)
 
     # -- the reply (a handler thread, or the loop's for an inline request) ----------
-    def _direct(self, handler, head: Request, body: bytes, peer: str) -> tuple:
+    def _respond(self, request: Request, peer: str) -> tuple:
+        """``(status, headers, chunks)`` for a whole request: its ``direct`` handler's, else the app's."""
         try:
-            return handler(head.headers, body)
-        except Exception as exc:  # the handler answers its own faults; this is the last line
-            self.log.error("internal error outside the handler", exc_info=exc)
+            handler = self.direct.get((request.method, request.path))
+            if handler is not None:
+                return handler(request.headers, request.body)
+            return self._call(request, peer)
+        except Exception as exc:  # handler and app answer their own faults; this is the last line
+            self.log.error("internal error outside the app", exc_info=exc)
             return 500, [(b"content-type", b"application/json")], [b'{"Error":"internal error"}']
 
-    def _call(self, head: Request, body: bytes, peer: str) -> tuple:
+    def _call(self, head: Request, peer: str) -> tuple:
+        """The WSGI app's reply."""
+        body = head.body
         target = head.target
         path, _, query = target.partition(b"?")
         environ = {
@@ -211,18 +217,14 @@ class HTTPServer:
             reply["status"] = int(status.split(" ", 1)[0])
             reply["headers"] = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
+        result = self.app(environ, start_response)
         try:
-            result = self.app(environ, start_response)
-            try:
-                chunks = [bytes(chunk) for chunk in result]
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-            return reply["status"], reply["headers"], chunks
-        except Exception as exc:  # the app answers its own faults; this is the last line
-            self.log.error("internal error outside the app", exc_info=exc)
-            return 500, [(b"content-type", b"application/json")], [b'{"Error":"internal error"}']
+            chunks = [bytes(chunk) for chunk in result]
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        return reply["status"], reply["headers"], chunks
 
 
 def _json_string(text: str) -> bytes:
@@ -336,9 +338,7 @@ class _Connection(asyncio.Protocol):
         server = self.server
         self.busy = True
         self._disarm()
-        handler = server.direct.get((request.method, request.path))
-        call = (functools.partial(server._direct, handler, request, request.body, self.peer) if handler is not None
-                else functools.partial(server._call, request, request.body, self.peer))
+        call = functools.partial(server._respond, request, self.peer)
         if len(request.body) <= self.limits.inline_body_bytes and server.inline(request.method, request.path):
             self._reply(request, *call())
             return

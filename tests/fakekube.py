@@ -135,28 +135,24 @@ class FakeKube:
 
     def update(self, kind: str, obj: dict) -> dict:
         with self.cond:
-            obj = copy.deepcopy(obj)
-            key = self._key(kind, obj)
-            old = self.store[kind][key]
-            obj["metadata"]["uid"] = old["metadata"]["uid"]
-            self.rv += 1
-            obj["metadata"]["resourceVersion"] = str(self.rv)
-            self.store[kind][key] = obj
-            self._emit(kind, "MODIFIED", obj)
-            return copy.deepcopy(obj)
+            return copy.deepcopy(self._replace(kind, obj))
 
     def update_many(self, kind: str, objects: list) -> None:
         """:meth:`update` of each object in turn, under one lock: a burst of MODIFIED events at once."""
         with self.cond:
             for obj in objects:
-                key = self._key(kind, obj)
-                obj = copy.deepcopy(obj)
-                obj["metadata"]["uid"] = self.store[kind][key]["metadata"]["uid"]
-                self.rv += 1
-                obj["metadata"]["resourceVersion"] = str(self.rv)
-                self.store[kind][key] = obj
-                self.history[kind].append((self.rv, "MODIFIED", obj))
-            self.cond.notify_all()
+                self._replace(kind, obj)
+
+    def _replace(self, kind: str, obj: dict) -> dict:
+        """Store a copy of ``obj`` in place of the object of its name, keeping its UID (lock held)."""
+        obj = copy.deepcopy(obj)
+        key = self._key(kind, obj)
+        obj["metadata"]["uid"] = self.store[kind][key]["metadata"]["uid"]
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.store[kind][key] = obj
+        self._emit(kind, "MODIFIED", obj)
+        return obj
 
     def delete(self, kind: str, name: str, namespace: str = "default") -> dict:
         with self.cond:
