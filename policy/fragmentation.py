@@ -41,6 +41,7 @@ only on which shapes were seen, and is worked out only on nodes where
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,8 +58,10 @@ def idle(view: NodesView, mem_used=None, core_used=None) -> np.ndarray:
     mem_used = view.mem_used if mem_used is None else mem_used
     core_used = view.core_used if core_used is None else core_used
     share = fill(view.mem_total - mem_used, view.mem_total)
-    core = fill(view.core_total - core_used, view.core_total)
-    share = np.where((view.mode == MODE_CORE)[:, None], np.minimum(share, core), share)
+    core_mem = view.mode == MODE_CORE
+    if core_mem.any():
+        core = fill(view.core_total - core_used, view.core_total)
+        share = np.where(core_mem[:, None], np.minimum(share, core), share)
     return np.where(view.healthy, share, 0.0)
 
 
@@ -79,21 +82,29 @@ def gpu_takes(view: NodesView, classes: tuple, mem_used, core_used, pods) -> np.
 def allowed(view: NodesView, shapes: Shapes, cpu_used, host_used, memory_pods, core_pods, mode_ok=None) -> np.ndarray:
     """(n, U): A(node, u), the popularity of class u's shapes whose mode, model, CPU and memory the node lets run
     (``mode_ok``: :func:`_mode_ok` for these pod counts, when the caller has it)."""
-    cpu, memory, table = shapes.host_table
-    unknown_cpu, unknown_memory = view.cpu_total == 0, view.host_mem_total == 0
-    i = np.where(unknown_cpu, len(cpu), np.searchsorted(cpu, view.cpu_total - cpu_used, side="right"))
-    j = np.where(unknown_memory, len(memory), np.searchsorted(memory, view.host_mem_total - host_used, side="right"))
     if mode_ok is None:
         mode_ok = _mode_ok(view, shapes, memory_pods, core_pods)
+    return mode_ok * _popularity(view, shapes, cpu_used, host_used)
+
+
+def _popularity(view: NodesView, shapes: Shapes, cpu_used, host_used) -> np.ndarray:
+    """(n, U): the share of all popularity held by class u's shapes whose model, CPU and memory the node lets run."""
+    cpu, memory, table = shapes.host_table
+    i = np.where(view.cpu_total == 0, len(cpu), np.searchsorted(cpu, view.cpu_total - cpu_used, side="right"))
+    j = np.where(view.host_mem_total == 0, len(memory),
+                 np.searchsorted(memory, view.host_mem_total - host_used, side="right"))
     pressure = np.ones(len(table)) if shapes.pressure is None else shapes.pressure
-    weight = (table[:, :, -1, -1] * pressure[:, None]).sum()  # all the popularity
+    weight = (table[:, -1, -1, :] * pressure[:, None]).sum()  # all the popularity
+    groups = shapes.model_rows(view)
+    if len(groups) == 1 and groups[0] is None:  # one group, any model: every node looks it up
+        return pressure[0] * table[0][i, j] / weight
     popular = np.zeros((len(view), len(shapes.classes[3])))
-    for group, rows in enumerate(shapes.model_rows(view)):  # each group only on the nodes it may use
+    for group, rows in enumerate(groups):  # each group only on the nodes it may use
         if rows is None:
-            popular += pressure[group] * table[group][:, i, j].T
+            popular += pressure[group] * table[group][i, j]
         elif len(rows):
-            popular[rows] += pressure[group] * table[group][:, i[rows], j[rows]].T
-    return mode_ok * popular / weight
+            popular[rows] += pressure[group] * table[group][i[rows], j[rows]]
+    return popular / weight
 
 
 def _mode_ok(view: NodesView, shapes: Shapes, memory_pods, core_pods) -> np.ndarray:
@@ -114,7 +125,7 @@ def runnable_any_host(view: NodesView, shapes: Shapes, memory_pods, core_pods, m
     _, _, table = shapes.host_table
     present = np.zeros((len(view), len(shapes.classes[3])), dtype=bool)
     for group, rows in enumerate(shapes.model_rows(view)):
-        has = table[group][:, -1, -1] > 0
+        has = table[group][-1, -1] > 0
         if rows is None:
             present |= has
         elif len(rows):
@@ -163,10 +174,33 @@ def _parts(view: NodesView, classes: tuple, mem_used, core_used, pods) -> tuple:
     """Per node: idle total (n,), GPUs taking each class and the idle share of the others (n, U); (share, takes)."""
     share = idle(view, mem_used, core_used)
     takes = gpu_takes(view, classes, mem_used, core_used, pods)
-    weights = np.stack([np.ones_like(share), share], axis=1)  # (n, 2, G)
+    weights = np.ones((len(share), 2, share.shape[1]))  # (n, 2, G): a GPU, its idle share
+    weights[:, 1] = share
     sums = np.matmul(weights, takes.astype(np.float64))  # (n, 2, U): GPUs taking u, their idle share
     total = share.sum(axis=1)
     return total, sums[:, 0], total[:, None] - sums[:, 1], share, takes
+
+
+class Parts(NamedTuple):
+    """The nodes' GPU parts as they are (:func:`_parts`) and which of their GPUs add a choice (:func:`distinct_gpus`)."""
+
+    total: np.ndarray  # (n,) idle share
+    takers: np.ndarray  # (n, U) GPUs taking class u
+    small: np.ndarray  # (n, U) idle share of the GPUs not taking u
+    share: np.ndarray  # (n, G) idle share per GPU
+    takes: object  # (n, G, U) GPU g takes class u: an array, or _RowTakes (indexed [rows, gpus])
+    distinct: np.ndarray  # (n, G)
+
+
+def node_parts(view: NodesView, classes: tuple, cache: "PartsCache | None" = None) -> Parts:
+    """:class:`Parts` of every row of ``view``, from ``cache`` where its rows are current."""
+    if cache is None:
+        return _fresh(view, classes)
+    return cache.parts(view, classes)
+
+
+def _fresh(view: NodesView, classes: tuple) -> Parts:
+    return Parts(*_parts(view, classes, view.mem_used, view.core_used, view.pods), distinct_gpus(view))
 
 
 def _allowed_now(view: NodesView, shapes: Shapes, mode_ok=None) -> np.ndarray:
@@ -265,12 +299,13 @@ class PartsCache:
         self._key = key
         self._arrays = {"version": np.full(rows, _NEVER, dtype=np.int64), "total": np.zeros(rows),
                         "takers": np.zeros((rows, classes)), "small": np.zeros((rows, classes)),
-                        "share": np.zeros((rows, gpus)), "takes": np.zeros((rows, gpus, classes), dtype=bool)}
+                        "share": np.zeros((rows, gpus)), "takes": np.zeros((rows, gpus, classes), dtype=bool),
+                        "distinct": np.zeros((rows, gpus), dtype=bool)}
 
-    def parts(self, view: NodesView, classes: tuple) -> tuple:
-        """``(total, takers, small, share, takes)`` for the rows of ``view``, as :func:`_parts` would give."""
+    def parts(self, view: NodesView, classes: tuple) -> Parts:
+        """:class:`Parts` of the rows of ``view``, as :func:`node_parts` computes them."""
         if not len(view) or (view.row < 0).any():
-            return _parts(view, classes, view.mem_used, view.core_used, view.pods)
+            return _fresh(view, classes)
         key = (view.healthy.shape[1],) + tuple(np.asarray(c).tobytes() for c in classes)
         rows = view.row
         version = view.version.copy()  # before reading usage: a write meanwhile leaves the row stale
@@ -287,19 +322,20 @@ class PartsCache:
             stale = np.flatnonzero(a["version"][rows] != version)
             if len(stale):
                 sub = subview(view, stale)
-                total, takers, small, share, takes = _parts(sub, classes, sub.mem_used, sub.core_used, sub.pods)
+                total, takers, small, share, takes, distinct = _fresh(sub, classes)
                 # kept only for rows read whole: not being written when noted (version WRITING), and
                 # the same version after the read (a view read in place may see a write begin)
                 whole = (version[stale] != WRITING) & (view.version[stale] == version[stale])
                 if not whole.all():  # a row read torn: nothing kept; this decision, redone by its caller, works
-                    return _parts(view, classes, view.mem_used, view.core_used, view.pods)  # from what it read
+                    return _fresh(view, classes)  # from what it read
                 target = rows[stale]
                 a["total"][target], a["takers"][target], a["small"][target] = total, takers, small
                 # copy on write: a decision still reading the old rows through _RowTakes keeps them
                 a["takes"] = a["takes"].copy()
-                a["share"][target], a["takes"][target] = share, takes
+                a["share"][target], a["takes"][target], a["distinct"][target] = share, takes, distinct
                 a["version"][target] = version[stale]
-            return a["total"][rows], a["takers"][rows], a["small"][rows], a["share"][rows], _RowTakes(a["takes"], rows)
+            return Parts(a["total"][rows], a["takers"][rows], a["small"][rows], a["share"][rows],
+                         _RowTakes(a["takes"], rows), a["distinct"][rows])
 
 
 class _RowTakes:
@@ -317,21 +353,15 @@ class _RowTakes:
         return self._takes[self._rows[i], g]
 
 
-def _parts_of(view: NodesView, classes: tuple, cache: PartsCache | None) -> tuple:
-    if cache is None:
-        return _parts(view, classes, view.mem_used, view.core_used, view.pods)
-    return cache.parts(view, classes)
-
-
 def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = None,
                   stranded: bool = False) -> np.ndarray:
     """Frag of every node of ``view`` (n,), in GPUs (see module doc); Frag + Stranded with ``stranded``."""
-    return _measure(view, shapes, _parts_of(view, shapes.classes, cache), stranded)
+    return _measure(view, shapes, node_parts(view, shapes.classes, cache), stranded)
 
 
-def _measure(view: NodesView, shapes: Shapes, parts: tuple, stranded: bool) -> np.ndarray:
+def _measure(view: NodesView, shapes: Shapes, parts: Parts, stranded: bool) -> np.ndarray:
     """:func:`fragmentation` from the node's parts as they are."""
-    total, takers, small, share, takes = parts
+    total, takers, small, share, takes, _ = parts
     count = shapes.classes[3]
     allow = _allowed_now(view, shapes)
     frag = _strand(total, takers, small, allow, count)
@@ -342,12 +372,13 @@ def _measure(view: NodesView, shapes: Shapes, parts: tuple, stranded: bool) -> n
 
 
 def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candidates: np.ndarray,
-                   cache: PartsCache | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
+                   parts: Parts | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
     """(n, G): increase of Frag (+ Stranded, + Starved for an ``appetite`` (c̄, h̄): policy.starvation)
-    if the single-GPU ``request`` went on GPU g; +inf where not a candidate."""
+    if the single-GPU ``request`` went on GPU g; +inf where not a candidate. ``parts``: the
+    nodes' :class:`Parts` for ``shapes.classes`` when the caller has them."""
     classes = shapes.classes
     count = classes[3]
-    total, takers, small, share, takes = _parts_of(view, classes, cache)
+    total, takers, small, share, takes, _ = node_parts(view, classes) if parts is None else parts
     mode_now = _mode_ok(view, shapes, view.memory_pods, view.core_pods)
     allow_now = _allowed_now(view, shapes, mode_now)
     before = _strand(total, takers, small, allow_now, count)
@@ -403,22 +434,21 @@ def _stranded_growth(view, shapes, share, takes, takers, allow_now, allow_after,
 
 
 def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.ndarray,
-              cache: PartsCache | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
+              parts: Parts | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
     """(n,): increase of Frag (+ Stranded, + Starved for an ``appetite``) if ``request`` went on each node's
-    ``gpus`` (n, N), -1 = infeasible node."""
+    ``gpus`` (n, N), -1 = infeasible node; ``parts`` as for :func:`growth_per_gpu`."""
     chosen = np.zeros(view.healthy.shape, dtype=np.int64)
     if gpus.shape[1]:
         rows = np.repeat(np.arange(len(view)), gpus.shape[1])
         valid = gpus.reshape(-1) >= 0
         chosen[rows[valid], gpus.reshape(-1)[valid]] = 1
     classes = shapes.classes
-    before = _parts_of(view, classes, cache)
+    before = node_parts(view, classes) if parts is None else parts
     if chosen.any():
-        after = _parts(view, classes, view.mem_used + chosen * request.memory_per_gpu,
-                       view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
+        total, takers, small, share, takes = _parts(view, classes, view.mem_used + chosen * request.memory_per_gpu,
+                                                    view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
     else:
-        after = before
-    total, takers, small, share, takes = after
+        total, takers, small, share, takes, _ = before
     allow = _allowed_after(view, shapes, request)
     frag = _strand(total, takers, small, allow, classes[3])
     if stranded:

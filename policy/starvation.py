@@ -44,7 +44,7 @@ def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[n
     share = ((shapes.count[gpu] == 1) & ~shapes.whole[gpu])[:, None]
     per_gpu = np.where(gpu_memory > 0, gpu_memory, np.inf)
     demand = np.where(share, np.minimum(shapes.memory[gpu][:, None] / per_gpu, 1.0), shapes.count[gpu][:, None])
-    total = np.tensordot(pods, demand, axes=1)  # GPUs of demand, per memory value
+    total = pods @ demand  # GPUs of demand, per memory value
     cpu = np.divide((pods * shapes.cpu[gpu]).sum(), total, out=zero.copy(), where=total > 0)
     host = np.divide((pods * shapes.host_memory[gpu]).sum(), total, out=zero.copy(), where=total > 0)
     return cpu, host

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.fragmentation import ModelPressure, PartsCache, distinct_gpus, growth_on, growth_per_gpu, subview
+from policy.fragmentation import ModelPressure, PartsCache, growth_on, growth_per_gpu, node_parts, subview
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
@@ -78,6 +78,7 @@ class Fragmentation:
         self.starved = starved and host_aware
         self._cache = PartsCache()
         self._pressure = ModelPressure()
+        self._memories = np.zeros(0)  # GPU memory sizes seen (_gpu_memories)
 
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
@@ -111,12 +112,13 @@ class Fragmentation:
         view, request = candidates.view, candidates.request
         shapes = self.shapes(candidates)
         hunger = self._appetite(view)
+        parts = node_parts(view, shapes.classes, self._cache)
         if request.gpu_count != 1:
-            growth = growth_on(view, shapes, request, candidates.gpus, self._cache, self.stranded, hunger)
+            growth = growth_on(view, shapes, request, candidates.gpus, parts, self.stranded, hunger)
             candidates.notes["growth"] = np.round(growth / RESOLUTION) * RESOLUTION
             return candidates.gpus
-        options = candidates.fit & candidates.feasible[:, None] & distinct_gpus(view)
-        growth = growth_per_gpu(view, shapes, request, options, self._cache, self.stranded, hunger)
+        options = candidates.fit & candidates.feasible[:, None] & parts.distinct
+        growth = growth_per_gpu(view, shapes, request, options, parts, self.stranded, hunger)
         growth = np.round(growth / RESOLUTION) * RESOLUTION
         least = growth.min(axis=1)
         gpu = np.argmax(np.where(growth == least[:, None], fullness(view), -np.inf), axis=1)
@@ -130,9 +132,21 @@ class Fragmentation:
         if not self.starved or shapes is None or not view.mem_total.shape[1]:
             return None
         per_pod = 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
-        memory, node = np.unique(view.mem_total[:, 0], return_inverse=True)
+        memory, node = self._gpu_memories(view.mem_total[:, 0])
         cpu, host = appetite(shapes, per_pod, memory)
-        return cpu[node.reshape(-1)], host[node.reshape(-1)]
+        return cpu[node], host[node]
+
+    def _gpu_memories(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The GPU memory sizes seen so far (sorted) and the index of each of ``sizes`` in them.
+
+        A cluster has a few GPU sizes: looking them up in the ones seen costs a
+        tenth of finding the distinct sizes of every node each decision."""
+        known = self._memories
+        at = np.searchsorted(known, sizes)
+        if not (at < len(known)).all() or (known[at] != sizes).any():
+            known = self._memories = np.union1d(known, sizes)  # replaced whole: readers keep the old one
+            at = np.searchsorted(known, sizes)
+        return known, at
 
     def score(self, candidates: Candidates) -> np.ndarray:
         if "growth" not in candidates.notes:

@@ -35,7 +35,7 @@ def test_table_counts_the_shapes_a_node_lets_run():
     cpu, memory, table = shapes.host_table
     assert cpu.tolist() == [4_000, 8_000]
     # one class (250 milli), one model group; ≤ 4 cores: 1, ≤ 8 cores: 1 + 3
-    assert table[0, 0, :, -1].tolist() == [0, 1, 4]
+    assert table[0, :, -1, 0].tolist() == [0, 1, 4]
 
 
 def test_mix_counts_a_pod_once_per_gpu_it_asks_for():
