@@ -238,8 +238,17 @@ class Ledger:
         if self._row_local:
             (reason,) = self._evaluations.take(request.placement_key, self._evaluator(request), rows, first=1)
         else:
-            (reason,) = self._fits.take(request.fit_key, lambda view: (gpu_fit(view, request)[1],), rows)
+            (reason,) = self._fits.take(request.fit_key, self._fitter(request), rows, first=1)
         return np.where(rows >= 0, reason, REASON_UNKNOWN).astype(np.int8)
+
+    @staticmethod
+    def _fitter(request: GPURequest):
+        """``view → (reason, fit)``: what the fit cache keeps for ``request`` (:func:`gpu_fit`'s answer)."""
+        def compute(view):
+            fit, reason = gpu_fit(view, request)
+            return reason, fit
+
+        return compute
 
     def _evaluator(self, request: GPURequest):
         """``view → (reason, gpus, raw)``: what the evaluation cache keeps for ``request``."""
@@ -268,12 +277,18 @@ class Ledger:
                               np.where(known[:, None], gpus, -1), np.where(known, raw, -np.inf))
         state = self.state
         mark = state.mark()
-        if 6 * len(rows) < len(state.names):
-            result = evaluate(state.view(rows), request, self.strategy, score=score)
-        else:
-            result = evaluate(state.view_live(), request, self.strategy, score=score)
-            if not state.settled_since(mark):  # a write tore what was read in place: again, on a copy
-                result = evaluate(state.view_whole(), request, self.strategy, score=score)
+        subset = 6 * len(rows) < len(state.names)
+        # the fit as the filter found it, current (a cache refreshed where rows changed): if nothing was
+        # written from the mark until the evaluation ends, it and the view are the state at the mark
+        reason, fit = self._fits.take(request.fit_key, self._fitter(request), rows if subset else np.arange(mark.rows))
+        view = state.view(rows) if subset else state.view_live()
+        whole = len(view) == len(reason)
+        if whole:
+            fitted = (fit & view.known[:, None], np.where(view.known, reason, REASON_UNKNOWN).astype(np.int8))
+            result = evaluate(view, request, self.strategy, score=score, fitted=fitted)
+        if not whole or not state.settled_since(mark):  # a write came between: again, on a copy read whole
+            result = evaluate(state.view(rows) if subset else state.view_whole(), request, self.strategy, score=score)
+        if not subset:
             result = result.take(rows)
         if score:
             self._last = _Choice(request.placement_key, mark, rows, result)

@@ -95,15 +95,20 @@ def _popularity(view: NodesView, shapes: Shapes, cpu_used, host_used) -> np.ndar
                  np.searchsorted(memory, view.host_mem_total - host_used, side="right"))
     pressure = np.ones(len(table)) if shapes.pressure is None else shapes.pressure
     weight = (table[:, -1, -1, :] * pressure[:, None]).sum()  # all the popularity
-    groups = shapes.model_rows(view)
-    if len(groups) == 1 and groups[0] is None:  # one group, any model: every node looks it up
+    if all(codes is None for codes in shapes.model_groups()):  # one group, any model: every node looks it up
         return pressure[0] * table[0][i, j] / weight
-    popular = np.zeros((len(view), len(shapes.classes[3])))
-    for group, rows in enumerate(groups):  # each group only on the nodes it may use
+    flat, lookup = i * table.shape[2] + j, table.reshape(len(table), -1, table.shape[-1])
+    popular = np.zeros((len(view), table.shape[-1]))
+    for group, rows in enumerate(shapes.model_rows(view)):  # each group only on the nodes it may use
         if rows is None:
-            popular += pressure[group] * table[group][i, j]
-        elif len(rows):
-            popular[rows] += pressure[group] * table[group][i[rows], j[rows]]
+            part = lookup[group].take(flat, axis=0)
+            part *= pressure[group]
+            popular += part
+        elif len(rows):  # in place, with take: 1.5× faster than fancy indexing at 15 groups
+            part = lookup[group].take(flat.take(rows), axis=0)
+            part *= pressure[group]
+            part += popular.take(rows, axis=0)
+            popular[rows] = part
     return popular / weight
 
 
@@ -123,13 +128,12 @@ def _mode_ok(view: NodesView, shapes: Shapes, memory_pods, core_pods) -> np.ndar
 def runnable_any_host(view: NodesView, shapes: Shapes, memory_pods, core_pods, mode_ok=None) -> np.ndarray:
     """(n, U) bool: class u has a shape whose mode and model let it run on the node, whatever its CPU and memory."""
     _, _, table = shapes.host_table
-    present = np.zeros((len(view), len(shapes.classes[3])), dtype=bool)
-    for group, rows in enumerate(shapes.model_rows(view)):
-        has = table[group][-1, -1] > 0
-        if rows is None:
-            present |= has
-        elif len(rows):
-            present[rows] |= has
+    has = table[:, -1, -1] > 0  # (groups, U): the group has a shape of class u
+    if all(codes is None for codes in shapes.model_groups()):
+        present = np.broadcast_to(has[0], (len(view), table.shape[-1]))
+    else:
+        member, index = shapes.model_members(view)
+        present = (member[:, :, None] & has[None]).any(axis=1)[index]  # per distinct model, then per row
     return present & (_mode_ok(view, shapes, memory_pods, core_pods) if mode_ok is None else mode_ok)
 
 
@@ -258,7 +262,9 @@ class ModelPressure:
             models, index = np.unique(self._model, return_inverse=True)
             free = np.bincount(index.reshape(-1), weights=self._idle, minlength=len(models))
         total = free.sum()
-        usable = np.array([total if codes is None else free[np.isin(models, codes)].sum() for codes in groups])
+        by_model = dict(zip(models.tolist(), free.tolist()))
+        usable = np.array([total if codes is None else sum(by_model.get(c, 0.0) for c in codes.tolist())
+                           for codes in groups])
         return np.where(usable > 0, total / np.maximum(usable, 1e-12), 1.0)
 
 

@@ -203,13 +203,15 @@ def choose_by_placement(view: NodesView, fit: np.ndarray, feasible: np.ndarray, 
     return np.where(feasible[:, None], gpus, -1)
 
 
-def evaluate(view: NodesView, request: GPURequest, strategy, score: bool = True) -> Evaluation:
+def evaluate(view: NodesView, request: GPURequest, strategy, score: bool = True, fitted: tuple | None = None) \
+        -> Evaluation:
     """Place ``request`` on every node of ``view`` at once (see module doc).
 
     With ``score=False`` the strategy only chooses GPUs (bind needs no score)
-    and ``raw`` is 0 on feasible nodes.
+    and ``raw`` is 0 on feasible nodes. ``fitted``: :func:`gpu_fit`'s answer
+    for this view and request, when the caller has it.
     """
-    fit, reason = gpu_fit(view, request)
+    fit, reason = gpu_fit(view, request) if fitted is None else fitted
     feasible = np.flatnonzero(reason == R.FITS)
     gpus = np.full((len(view), request.gpu_count), -1, dtype=np.int64)
     raw = np.full(len(view), -np.inf)
