@@ -118,6 +118,9 @@ class Evaluation:
         """The evaluation of the nodes at ``rows`` of the evaluated view (-1: an unknown node)."""
         known = rows >= 0
         safe = np.maximum(rows, 0)
+        if not len(self.reason):  # nothing was evaluated: every row asked for is unknown
+            return Evaluation(np.full(len(rows), R.UNKNOWN_NODE, dtype=np.int8),
+                              np.full((len(rows), self.gpus.shape[1]), -1, dtype=np.int64), np.full(len(rows), -np.inf))
         return Evaluation(np.where(known, np.take(self.reason, safe), R.UNKNOWN_NODE).astype(np.int8),
                           np.where(known[:, None], np.take(self.gpus, safe, axis=0), -1),
                           np.where(known, np.take(self.raw, safe), -np.inf))

@@ -56,6 +56,8 @@ class RowCache:
         safe = np.maximum(rows, 0)
         with self._lock:
             arrays = self._current(key, compute)[:first]
+            if not len(arrays[0]):  # no row yet: every row asked for is unknown
+                return tuple(np.zeros((len(rows),) + a.shape[1:], dtype=a.dtype) for a in arrays)
             return tuple(a.take(safe, axis=0) for a in arrays)
 
     def _current(self, key: Hashable, compute: Callable) -> tuple:
