@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from policy.alike import NodeStates
 from policy.fragmentation import ModelPressure, PartsCache, growth_on, growth_per_gpu, node_parts, subview
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
@@ -79,6 +80,7 @@ class Fragmentation:
         self._cache = PartsCache()
         self._pressure = ModelPressure()
         self._memories = np.zeros(0)  # GPU memory sizes seen (_gpu_memories)
+        self._states = NodeStates()
 
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
@@ -109,8 +111,18 @@ class Fragmentation:
             growth[index] = part.notes["growth"]
             candidates.notes["growth"] = growth
             return gpus
+        shapes = self.shapes(candidates)  # from every node: model pressure remembers the nodes it sees
+        first, group = self._states.alike(candidates.view)
+        if len(first) < len(group):  # the measure is row-local: worked out once per node state
+            part = Candidates(subview(candidates.view, first), candidates.request, candidates.fit[first],
+                              feasible[first], candidates.gpus[first])
+            gpus = self._choose(part, shapes)[group]
+            candidates.notes["growth"] = part.notes["growth"][group]
+            return gpus
+        return self._choose(candidates, shapes)
+
+    def _choose(self, candidates: Candidates, shapes: Shapes) -> np.ndarray:
         view, request = candidates.view, candidates.request
-        shapes = self.shapes(candidates)
         hunger = self._appetite(view)
         parts = node_parts(view, shapes.classes, self._cache)
         if request.gpu_count != 1:

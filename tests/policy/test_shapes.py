@@ -1,5 +1,7 @@
 """Shapes and the popularity learned online."""
 
+import types
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -79,3 +81,24 @@ def test_half_life_makes_recent_pods_weigh_more():
 def test_bad_options_are_refused(bad):
     with pytest.raises(ValueError):
         ShapeMix(**bad)
+
+
+def _rows_by_hand(shapes, model):
+    return [None if codes is None else np.flatnonzero(np.isin(model, codes)).tolist() for codes in shapes.model_groups()]
+
+
+@given(st.lists(st.lists(st.sampled_from(["T4", "A10", "V100", ""]), min_size=1, max_size=6), min_size=1, max_size=5))
+def test_model_rows_follow_each_view_asked_about(views):
+    from policy.node import model_code
+    shapes = Shapes.of([simple_request(250), simple_request(500, models=frozenset({"T4"})),
+                        simple_request(500, models=frozenset({"T4", "A10"}))], [1, 1, 1])
+    for models in views:  # one Shapes asked about view after view (it remembers the last one's answer)
+        view = types.SimpleNamespace(model=np.array([model_code(m) for m in models], dtype=np.int64))
+        for _ in range(2):
+            rows = shapes.model_rows(view)
+            assert [None if r is None else r.tolist() for r in rows] == _rows_by_hand(shapes, view.model)
+            member, index = shapes.model_members(view)
+            for g, expected in enumerate(rows):
+                uses = member[index, g]
+                assert uses.tolist() == ([True] * len(models) if expected is None
+                                         else np.isin(np.arange(len(models)), expected).tolist())

@@ -1,5 +1,9 @@
+import types
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import build, raw_and_scores
 from policy.fragmentation import fragmentation
@@ -119,3 +123,46 @@ def test_same_decisions_with_or_without_the_per_node_cache():
     for _ in range(2):  # the second pass answers from the cache
         first, second = evaluate(view, simple_request(300), a), evaluate(view, simple_request(300), b)
         assert np.array_equal(first.raw, second.raw) and np.array_equal(first.gpus, second.gpus)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 1000, 16 * 1024, 24 * 1024, 80 * 1024]), min_size=1, max_size=5),
+                min_size=1, max_size=4))
+def test_appetite_per_node_follows_the_gpu_sizes_of_each_view(views):
+    from policy.starvation import appetite
+    strategy = learned(simple_request(250, cpu=4_000), simple_request(1000, cpu=16_000, host_memory=2**34))
+    shapes = strategy.mix.shapes()
+    per_pod = 1.0 / np.maximum(shapes.count, 1)
+    for sizes in views:  # sizes seen so far are remembered; a new one joins them
+        view = types.SimpleNamespace(mem_total=np.array(sizes, dtype=np.float64)[:, None].repeat(2, axis=1))
+        cpu, host = strategy._appetite(view)
+        memory, node = np.unique(view.mem_total[:, 0], return_inverse=True)
+        want_cpu, want_host = appetite(shapes, per_pod, memory)
+        assert cpu.tolist() == pytest.approx(want_cpu[node.reshape(-1)].tolist())
+        assert host.tolist() == pytest.approx(want_host[node.reshape(-1)].tolist())
+
+
+class _EveryRow:
+    """NodeStates' interface, every row its own state: the strategy then works on every node."""
+
+    def alike(self, view):
+        return np.arange(len(view)), np.arange(len(view))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 190, 500, 1000]), min_size=2, max_size=2), min_size=1, max_size=8),
+       st.lists(st.sampled_from([0, 2_000, 30_000]), min_size=8, max_size=8),
+       st.sampled_from([simple_request(190), simple_request(500, cpu=4_000), simple_request(1000, gpu_count=2),
+                        host_request(8_000)]))
+def test_working_once_per_node_state_answers_as_working_on_every_node(usage, cpu, request):
+    nodes = {f"n{i}": (node(f"n{i}"), [(g, m, 0) for g, m in enumerate(gpus) if m]) for i, gpus in enumerate(usage)}
+    state = build(nodes)
+    for i, name in enumerate(nodes):
+        state.add_host_usage(name, cpu[i], 0)
+    mix = [simple_request(190, cpu=2_000), simple_request(500, cpu=4_000), WHOLE, simple_request(1000, gpu_count=2)]
+    once, every = learned(*mix), learned(*mix)
+    every._states = _EveryRow()
+    view = state.view(state.rows(list(nodes)))
+    a, b = evaluate(view, request, once), evaluate(view, request, every)
+    assert a.reason.tolist() == b.reason.tolist() and a.gpus.tolist() == b.gpus.tolist()
+    assert np.array_equal(a.raw, b.raw)
