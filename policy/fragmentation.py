@@ -450,6 +450,8 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
         chosen[rows[valid], gpus.reshape(-1)[valid]] = 1
     classes = shapes.classes
     before = node_parts(view, classes) if parts is None else parts
+    if request.gpu_count == 0:
+        return _host_growth(view, shapes, request, before, stranded, appetite)
     if chosen.any():
         total, takers, small, share, takes = _parts(view, classes, view.mem_used + chosen * request.memory_per_gpu,
                                                     view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
@@ -463,6 +465,32 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
     if appetite is not None:
         frag = frag + starved_growth(view, np.arange(len(view)), before[0], total, request, appetite)
     return frag - _measure(view, shapes, before, stranded)
+
+
+def _host_growth(view: NodesView, shapes: Shapes, request: GPURequest, parts: Parts, stranded: bool,
+                 appetite) -> np.ndarray:
+    """:func:`growth_on` for a pod that takes no GPU: the GPUs and the pod counts stay, so Frag and
+    Stranded change only on the nodes where its CPU and memory change what A(node, u) lets run; elsewhere
+    only Starved (with an ``appetite``) does."""
+    count = shapes.classes[3]
+    mode = _mode_ok(view, shapes, view.memory_pods, view.core_pods)
+    allow_now = _allowed_now(view, shapes, mode)
+    allow = allowed(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory,
+                    view.memory_pods, view.core_pods, mode)
+    growth = np.zeros(len(view))
+    moved = np.flatnonzero((allow != allow_now).any(axis=1))
+    if len(moved):
+        total, takers, small, share = (a[moved] for a in parts[:4])
+        takes = parts.takes[moved, :]
+        growth[moved] = (_strand(total, takers, small, allow[moved], count)
+                         - _strand(total, takers, small, allow_now[moved], count))
+        if stranded:
+            runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods, mode)[moved]
+            growth[moved] += (_stranded_of(share, takes, takers, runnable, allow[moved], count)
+                              - _stranded_of(share, takes, takers, runnable, allow_now[moved], count))
+    if appetite is not None:
+        growth = growth + starved_growth(view, np.arange(len(view)), parts.total, parts.total, request, appetite)
+    return growth
 
 
 def subview(view: NodesView, index: np.ndarray) -> NodesView:
