@@ -239,19 +239,26 @@ class ModelPressure:
         self._lock = threading.Lock()
         self._model = np.zeros(0, dtype=np.int64)
         self._idle = np.zeros(0)
+        self._models = None  # np.unique(self._model, return_inverse=True), until a row's model changes
 
-    def see(self, view: NodesView) -> None:
+    def see(self, view: NodesView, free: np.ndarray | None = None) -> None:
+        """Remember the rows of ``view``: their model and idle share (``free``: each row's, when the
+        caller has it)."""
         known = view.row >= 0
         rows = view.row[known]
         if not len(rows):
             return
-        free = idle(view)[known].sum(axis=1)
+        free = (idle(view).sum(axis=1) if free is None else free)[known]
+        models = view.model[known]
         with self._lock:
             if rows.max() >= len(self._idle):
                 grow = int(rows.max()) + 1 - len(self._idle)
                 self._model = np.concatenate([self._model, np.zeros(grow, dtype=np.int64)])
                 self._idle = np.concatenate([self._idle, np.zeros(grow)])
-            self._model[rows] = view.model[known]
+                self._models = None
+            if self._models is not None and (self._model[rows] != models).any():
+                self._models = None
+            self._model[rows] = models
             self._idle[rows] = free
 
     def of(self, shapes: Shapes) -> np.ndarray:
@@ -259,8 +266,11 @@ class ModelPressure:
         if all(codes is None for codes in groups):
             return np.ones(len(groups))
         with self._lock:
-            models, index = np.unique(self._model, return_inverse=True)
-            free = np.bincount(index.reshape(-1), weights=self._idle, minlength=len(models))
+            if self._models is None:
+                models, index = np.unique(self._model, return_inverse=True)
+                self._models = models, index.reshape(-1)
+            models, index = self._models
+            free = np.bincount(index, weights=self._idle, minlength=len(models))
         total = free.sum()
         by_model = dict(zip(models.tolist(), free.tolist()))
         usable = np.array([total if codes is None else sum(by_model.get(c, 0.0) for c in codes.tolist())

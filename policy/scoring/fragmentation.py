@@ -59,7 +59,7 @@ from __future__ import annotations
 import numpy as np
 
 from policy.alike import NodeStates
-from policy.fragmentation import ModelPressure, PartsCache, growth_on, growth_per_gpu, node_parts, subview
+from policy.fragmentation import ModelPressure, PartsCache, growth_on, growth_per_gpu, idle, node_parts, subview
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
@@ -85,18 +85,23 @@ class Fragmentation:
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
 
-    def shapes(self, candidates: Candidates) -> Shapes:
-        """p(m) for this decision: the learned mix under the candidates' model pressure."""
+    def shapes(self, candidates: Candidates, alike: tuple | None = None) -> Shapes:
+        """p(m) for this decision: the learned mix under the candidates' model pressure
+        (``alike``: the candidates' node states, :meth:`policy.alike.NodeStates.alike`)."""
         shapes = self.mix.shapes() or self.mix.alone(candidates.request)
         if all(codes is None for codes in shapes.model_groups()):
             return shapes
-        self._pressure_from(candidates.view)
+        self._pressure_from(candidates.view, alike)
         return shapes.under_pressure(self._pressure.of(shapes))
 
-    def _pressure_from(self, view) -> None:
+    def _pressure_from(self, view, alike: tuple | None = None) -> None:
         shapes = self.mix.shapes()
         if shapes is not None and any(codes is not None for codes in shapes.model_groups()):
-            self._pressure.see(view)
+            free = None
+            if alike is not None:  # each node's idle share, worked out once per node state
+                first, group = alike
+                free = idle(subview(view, first)).sum(axis=1)[group]
+            self._pressure.see(view, free)
 
     def choose(self, candidates: Candidates) -> np.ndarray:
         feasible = candidates.feasible
@@ -111,8 +116,8 @@ class Fragmentation:
             growth[index] = part.notes["growth"]
             candidates.notes["growth"] = growth
             return gpus
-        shapes = self.shapes(candidates)  # from every node: model pressure remembers the nodes it sees
         first, group = self._states.alike(candidates.view)
+        shapes = self.shapes(candidates, (first, group))  # from every node: model pressure remembers them
         if len(first) < len(group):  # the measure is row-local: worked out once per node state
             part = Candidates(subview(candidates.view, first), candidates.request, candidates.fit[first],
                               feasible[first], candidates.gpus[first])
