@@ -52,6 +52,10 @@ whole trace in advance:
 GPU choice (``choose``): a single-GPU pod goes to the GPU with the least
 Δ (ties: fullest, then lowest index); a multi-GPU pod to the GPUs of the
 node's placement label (any k idle GPUs strand alike).
+
+Δ and the GPU choice depend on the node's row and on what all rows share
+(the mix, its model pressure), so they are worked out once per distinct node
+state (:mod:`policy.alike`) and given to every node in it.
 """
 
 from __future__ import annotations
