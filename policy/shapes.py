@@ -121,11 +121,11 @@ class Shapes:
 
     def _by_model(self, view: NodesView) -> tuple:
         key = view.model.tobytes()  # a decision asks 3-4 times about the same nodes: worked out once
-        last = self.__dict__.get("_last_rows")
+        last = self.__dict__.get("_last_by_model")
         if last is not None and last[0] == key:
             return last[1]
         result = self._model_rows(view.model)
-        self.__dict__["_last_rows"] = (key, result)  # one assignment: another thread sees the old pair or this one
+        self.__dict__["_last_by_model"] = (key, result)  # one assignment: another thread sees the old pair or this one
         return result
 
     def _model_rows(self, model: np.ndarray) -> tuple:
@@ -147,108 +147,6 @@ class Shapes:
         return rows, (member, index)
 
     @cached_property
-    def host_table(self) -> tuple:
-        """``(cpu, memory, table)``: sorted distinct CPU and memory demands and the (groups, C+1, M+1, U) table
-
-        ``table[g, i, j, u]`` = popularity of the shapes of model group g and
-        class u needing at most the i smallest CPU and the j smallest memory
-        values, so the popularity of the shapes a node lets run is a lookup.
-        The classes are the last axis, so one lookup reads a node's U values
-        together (half the time of a class-first layout at 1,213 nodes × 30 classes).
-        """
-        cpu, cpu_rank = np.unique(self.cpu, return_inverse=True)
-        memory, memory_rank = np.unique(self.host_memory, return_inverse=True)
-        table = np.zeros((len(self._groups[0]), len(cpu) + 1, len(memory) + 1, len(self._classes[0])))
-        np.add.at(table, (self._groups[1], cpu_rank.reshape(-1) + 1, memory_rank.reshape(-1) + 1, self._classes[1]),
-                  self.weight)
-        return cpu, memory, table.cumsum(axis=1).cumsum(axis=2)
-
-
-def shape_row(request: GPURequest) -> tuple:
-    """What the measure needs of a request: per-GPU memory and compute, GPU count, whole, CPU, host memory, models."""
-    return (request.memory_per_gpu, request.core_per_gpu, request.gpu_count, int(request.whole_device),
-            request.cpu, request.host_memory, request.models)
-
-
-class ShapeMix:
-    """Shape popularity learned from the pods observed, one at a time (thread-safe).
-
-    Each observed pod adds ``weight(pod) · 2^(t/half_life)`` to its shape (t
-    counts the pods; no decay when ``half_life`` is 0). ``weight`` is
-    ``max(1, GPUs asked)`` for ``weighting="gpus"`` — a pod counts once per
-    GPU it asks for, so a k-GPU pod weighs what k one-GPU pods would — and 1
-    for ``weighting="pods"`` (FGD's count). With ``host_aware=False`` shapes
-    forget their CPU and memory (an ablation: CPU never strands a GPU then).
-    At most ``max_shapes`` shapes are
-    kept; a new one replaces the least popular. Popularity updates are applied
-    to the current :class:`Shapes` in place of a rebuild.
-    """
-
-    WEIGHTINGS = ("gpus", "pods")
-
-    def __init__(self, max_shapes: int = 256, half_life: float = 0.0, weighting: str = "gpus",
-                 host_aware: bool = True):
-        if max_shapes < 1:
-            raise ValueError("max_shapes must be at least 1")
-        if half_life < 0:
-            raise ValueError("half_life must not be negative")
-        if weighting not in self.WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {', '.join(self.WEIGHTINGS)}, got {weighting!r}")
-        self.max_shapes, self.half_life, self.weighting = max_shapes, half_life, weighting
-        self.host_aware = host_aware
-        self._lock = threading.Lock()
-        self._index: dict = {}  # shape row → position in _rows/_weights
-        self._rows: list = []
-        self._weights = np.zeros(0)
-        self._observed = 0
-        self._shapes: Shapes | None = None
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def observe(self, request: GPURequest) -> None:
-        with self._lock:
-            self._observed += 1
-            weight = 2.0 ** (self._observed / self.half_life) if self.half_life > 0 else 1.0
-            if weight > 1e200:  # rescale, keeping the proportions
-                self._weights /= weight
-                self._observed, weight, self._shapes = 0, 1.0, None
-            if self.weighting == "gpus":
-                weight *= max(1, request.gpu_count)
-            row = self._row(request)
-            position = self._index.get(row)
-            if position is None:
-                if len(self._rows) >= self.max_shapes:
-                    position = int(np.argmin(self._weights))
-                    del self._index[self._rows[position]]
-                    self._rows[position] = row
-                    self._weights[position] = 0.0
-                else:
-                    position = len(self._rows)
-                    self._rows.append(row)
-                    self._weights = np.append(self._weights, 0.0)
-                self._index[row] = position
-                self._shapes = None
-            self._weights[position] += weight
-            if self._shapes is not None:
-                self._shapes = self._shapes.plus(position, weight)
-
-    def _row(self, request: GPURequest) -> tuple:
-        row = shape_row(request)
-        return row if self.host_aware else row[:4] + (0, 0) + row[6:]
-
-    def alone(self, request: GPURequest) -> Shapes:
-        """A mix of the one shape of ``request`` (for a decision before anything was observed)."""
-        return Shapes.from_rows([self._row(request)], [1.0])
-
-    def shapes(self) -> Shapes | None:
-        """The learned shapes, None before any pod was observed."""
-        with self._lock:
-            if not self._rows:
-                return None
-            if self._shapes is None:
-                self._shapes = Shapes.from_rows(self._rows, self._weights.copy())
-            return self._shapes    @cached_property
     def host_table(self) -> tuple:
         """``(cpu, memory, table)``: sorted distinct CPU and memory demands and the (groups, C+1, M+1, U) table
 
