@@ -34,6 +34,11 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
   while its replies back up past the transport's high-water mark, so a client
   that pipelines requests without reading the replies holds one request's
   bytes, not all it sent; pipelined requests are answered one after another;
+* a refused request's reply reaches its client: the server half-closes and
+  reads and drops what the client still sends (up to the body limit, for
+  :data:`Limits.linger_seconds`) before it closes, since closing a socket
+  with unread bytes resets the connection, and a reset can discard the
+  reply unread (plain HTTP; TLS has no half-close and closes at once);
 * one process, so one ledger: a second process would keep a second,
   disagreeing ledger and double-allocate GPUs;
 * optional TLS, with client certificates verified against a CA when one is
@@ -77,6 +82,7 @@ class Limits:
     idle_seconds: float = 75.0  # an open connection between requests
     write_seconds: float = 30.0  # to write a reply
     handshake_seconds: float = 10.0  # TLS
+    linger_seconds: float = 2.0  # after refusing a request: what the client still sends is read and dropped
     inline_body_bytes: int = 2**20  # largest body of a request run in the loop's thread (see module doc)
 
 
@@ -250,7 +256,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         self.timer: asyncio.TimerHandle | None = None
-        self.phase = ""  # what the timer is for: "idle", "head", "body", "write"
+        self.phase = ""  # what the timer is for: "idle", "head", "body", "write", "linger"
         self.busy = False  # a request is being answered
         self.held = 0  # body bytes taken from the server's budget
         self.writing_paused = False
@@ -258,6 +264,7 @@ class _Connection(asyncio.Protocol):
         self.counted = False
         self.eof = False  # the client half-closed while a request was being answered
         self.paused = False  # reading paused: a handler thread answers, or replies back up
+        self.lingering = 0  # after a refusal: bytes the client may still send, read and dropped
 
     # -- asyncio's calls --------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -280,6 +287,11 @@ class _Connection(asyncio.Protocol):
             self.counted = False
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            self.lingering -= min(len(data), self.lingering)
+            if not self.lingering:
+                self.transport.close()
+            return
         if self.transport.is_closing():
             return
         self.parser.feed(data)
@@ -288,6 +300,8 @@ class _Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         """The client sent all it will: close, unless a reply is still to be written (then after it)."""
+        if self.lingering:
+            return False
         self.eof = self.busy
         return self.busy
 
@@ -391,12 +405,29 @@ class _Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answer a request that cannot be read, then close (the stream's framing is lost)."""
+        """Answer a request that cannot be read, then close (the stream's framing is lost).
+
+        A client refused mid-body (413, 503) is often still sending: a socket
+        closed with unread bytes makes the kernel reset the connection, and a
+        reset can discard the reply before the client reads it. So the server
+        half-closes and reads and drops what still comes, up to the body limit
+        or ``linger_seconds``, then closes.
+        """
         self._give()
-        if not self.busy and not self.transport.is_closing():
-            self._write(status, [(b"content-type", b"application/json")],
-                        b'{"Error":' + _json_string(message) + b"}", keep_alive=False)
-        self.transport.close()
+        if self.busy or self.transport.is_closing():
+            self.transport.close()
+            return
+        self._write(status, [(b"content-type", b"application/json")],
+                    b'{"Error":' + _json_string(message) + b"}", keep_alive=False)
+        if not self.transport.can_write_eof():  # TLS: no half-close
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self.lingering = self.limits.body_bytes
+        self._arm("linger", self.limits.linger_seconds)
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
 
     def _write(self, status: int, headers: list, body: bytes, head: bool = False, keep_alive: bool = True) -> None:
         lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]

@@ -133,3 +133,31 @@ def test_a_client_that_pipelines_without_reading_is_not_read_without_bound(serve
         sock.setblocking(True)
         got = replies(sock, sent // len(request))
     assert len(got) == sent // len(request) and {status for status, _, _ in got} == {200}
+
+
+def test_a_client_refused_mid_body_reads_the_refusal_though_it_kept_sending(served):
+    # past the server's 64 KiB bodies budget the request gets 503 while the client is still sending;
+    # closing then would reset the connection and could discard the reply unread
+    head = (b"POST /cgpu-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (1 << 20))
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(head)
+        for _ in range(16):  # all of the body, after the refusal as well
+            sock.sendall(b" " * (1 << 16))
+        sock.shutdown(socket.SHUT_WR)
+        got = replies(sock, 1)
+    assert [status for status, _, _ in got] == [503]
+    assert b"retry" in got[0][2]
+
+
+def test_a_refused_client_that_never_stops_sending_is_closed_after_the_linger_time(served):
+    import time
+    head = (b"POST /cgpu-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (1 << 40))
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(head)
+        with pytest.raises(OSError):
+            while time.monotonic() - started < 8:
+                sock.sendall(b" " * (1 << 16))
+    assert time.monotonic() - started < 6  # the 2 s linger, then a reset
