@@ -88,6 +88,28 @@ class Shapes:
                   np.searchsorted(memory, self.host_memory[i]) + 1:, self._classes[1][i]] += weight
         return new
 
+    def appended(self, row: tuple) -> "Shapes | None":
+        """These shapes and one more, ``row`` (:func:`shape_row`), with no popularity yet — sharing
+        this object's host table (which a zero popularity leaves as it is) when the row's class,
+        model group, CPU and memory values are already on its axes; None when they are not, or
+        when the table was never built (then a rebuild costs what a copy would)."""
+        if "host_table" not in self.__dict__ or self.pressure is not None:
+            return None
+        cpu, memory, _ = self.host_table
+        unique, index = self._classes
+        codes, groups = self._groups
+        key = np.array([row[0], row[1], row[3], row[2]], dtype=unique.dtype)  # as _classes: memory, core, whole, count
+        u = np.flatnonzero((unique == key).all(axis=1))
+        g = next((groups[i] for i, models in enumerate(self.models) if models == row[6]), None)
+        if not len(u) or g is None or not np.isin(row[4], cpu) or not np.isin(row[5], memory):
+            return None
+        new = Shapes(np.append(self.memory, row[0]), np.append(self.core, row[1]), np.append(self.count, row[2]),
+                     np.append(self.whole, bool(row[3])), np.append(self.cpu, row[4]),
+                     np.append(self.host_memory, row[5]), self.models + (row[6],), np.append(self.weight, 0.0))
+        new.__dict__.update(_classes=(unique, np.append(index, u[0])), _groups=(codes, np.append(groups, g)),
+                            host_table=self.host_table)
+        return new
+
     @cached_property
     def classes(self) -> tuple:
         """``(memory, core, whole, count)``: arrays of the U distinct per-GPU demands and GPU counts."""
@@ -223,12 +245,13 @@ class ShapeMix:
                     del self._index[self._rows[position]]
                     self._rows[position] = row
                     self._weights[position] = 0.0
-                else:
+                    self._shapes = None
+                else:  # a new shape on the table's axes joins the table in place (else: rebuilt when asked)
                     position = len(self._rows)
                     self._rows.append(row)
                     self._weights = np.append(self._weights, 0.0)
+                    self._shapes = None if self._shapes is None else self._shapes.appended(row)
                 self._index[row] = position
-                self._shapes = None
             self._weights[position] += weight
             if self._shapes is not None:
                 self._shapes = self._shapes.plus(position, weight)

@@ -102,3 +102,21 @@ def test_model_rows_follow_each_view_asked_about(views):
                 uses = member[index, g]
                 assert uses.tolist() == ([True] * len(models) if expected is None
                                          else np.isin(np.arange(len(models)), expected).tolist())
+
+
+@given(st.lists(st.integers(0, 11), min_size=1, max_size=30), st.integers(3, 8))
+def test_a_mix_asked_between_pods_keeps_the_tables_a_rebuild_would_give(picks, max_shapes):
+    requests = [simple_request(memory, cpu=cpu, models=models) for memory in (250, 500)
+                for cpu in (2_000, 4_000) for models in (None, frozenset({"T4"}), frozenset({"T4", "A10"}))]
+    mix = ShapeMix(max_shapes=max_shapes)
+    for pick in picks:  # new shapes join the built table in place when its axes have their values
+        mix.observe(requests[pick])
+        shapes = mix.shapes()
+        shapes.under_pressure(np.full(len(shapes.model_groups()), 2.0))  # builds the table, as a decision does
+        rebuilt = Shapes.from_rows(list(mix._rows), mix._weights.copy())
+        assert tables_equal(shapes, rebuilt) and np.array_equal(shapes.host_table[2], rebuilt.host_table[2])
+        assert [c.tolist() for c in shapes.classes] == [c.tolist() for c in rebuilt.classes]
+        assert shapes._classes[1].tolist() == rebuilt._classes[1].tolist()
+        assert [None if c is None else c.tolist() for c in shapes.model_groups()] == \
+               [None if c is None else c.tolist() for c in rebuilt.model_groups()]
+        assert shapes._groups[1].tolist() == rebuilt._groups[1].tolist()
