@@ -53,7 +53,7 @@ class Shapes:
 
     def _derive(self, **changes) -> "Shapes":
         new = dataclasses.replace(self, **changes)
-        for cached in ("_classes", "_groups", "host_table"):
+        for cached in ("_classes", "_groups", "_group_sets", "host_table"):
             if cached in self.__dict__:
                 new.__dict__[cached] = self.__dict__[cached]
         return new
@@ -151,22 +151,20 @@ class Shapes:
         return result
 
     def _model_rows(self, model: np.ndarray) -> tuple:
-        groups = self._groups[0]
+        sets = self._group_sets
         models, index = np.unique(model, return_inverse=True)
         index = index.reshape(-1)
-        order = np.argsort(index, kind="stable")
-        bounds = np.searchsorted(index[order], np.arange(len(models) + 1))
-        by_model = {int(m): order[bounds[k]:bounds[k + 1]] for k, m in enumerate(models)}
-        rows = []
-        for codes in groups:
-            if codes is None:
-                rows.append(None)
-            else:
-                parts = [by_model[int(c)] for c in codes if int(c) in by_model]
-                rows.append(np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64))
-        member = np.array([[codes is None or int(m) in codes.tolist() for codes in groups] for m in models],
-                          dtype=bool).reshape(len(models), len(groups))
+        member = np.array([[codes is None or m in codes for codes in sets] for m in models.tolist()],
+                          dtype=bool).reshape(len(models), len(sets))
+        group, row = np.nonzero(member[index].T)  # by group, then by row
+        bounds = np.searchsorted(group, np.arange(len(sets) + 1))
+        rows = [None if codes is None else row[bounds[g]:bounds[g + 1]] for g, codes in enumerate(sets)]
         return rows, (member, index)
+
+    @cached_property
+    def _group_sets(self) -> list:
+        """The model groups as sets of model codes (None = any)."""
+        return [None if codes is None else frozenset(codes.tolist()) for codes in self._groups[0]]
 
     @cached_property
     def host_table(self) -> tuple:
