@@ -282,11 +282,11 @@ class Ledger:
         # written from the mark until the evaluation ends, it and the view are the state at the mark
         reason, fit = self._fits.take(request.fit_key, self._fitter(request), rows if subset else np.arange(mark.rows))
         view = state.view(rows) if subset else state.view_live()
-        whole = len(view) == len(reason)
-        if whole:
+        aligned = len(view) == len(reason)  # else rows were added or freed since the mark
+        if aligned:
             fitted = (fit & view.known[:, None], np.where(view.known, reason, REASON_UNKNOWN).astype(np.int8))
             result = evaluate(view, request, self.strategy, score=score, fitted=fitted)
-        if not whole or not state.settled_since(mark):  # a write came between: again, on a copy read whole
+        if not aligned or not state.settled_since(mark):  # a write came between: again, on a copy read whole
             result = evaluate(state.view(rows) if subset else state.view_whole(), request, self.strategy, score=score)
         if not subset:
             result = result.take(rows)

@@ -453,15 +453,15 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
               parts: Parts | None = None, stranded: bool = False, appetite=None) -> np.ndarray:
     """(n,): increase of Frag (+ Stranded, + Starved for an ``appetite``) if ``request`` went on each node's
     ``gpus`` (n, N), -1 = infeasible node; ``parts`` as for :func:`growth_per_gpu`."""
+    classes = shapes.classes
+    before = node_parts(view, classes) if parts is None else parts
+    if request.gpu_count == 0:
+        return _host_growth(view, shapes, request, before, stranded, appetite)
     chosen = np.zeros(view.healthy.shape, dtype=np.int64)
     if gpus.shape[1]:
         rows = np.repeat(np.arange(len(view)), gpus.shape[1])
         valid = gpus.reshape(-1) >= 0
         chosen[rows[valid], gpus.reshape(-1)[valid]] = 1
-    classes = shapes.classes
-    before = node_parts(view, classes) if parts is None else parts
-    if request.gpu_count == 0:
-        return _host_growth(view, shapes, request, before, stranded, appetite)
     if chosen.any():
         total, takers, small, share, takes = _parts(view, classes, view.mem_used + chosen * request.memory_per_gpu,
                                                     view.core_used + chosen * request.core_per_gpu, view.pods + chosen)
