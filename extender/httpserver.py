@@ -307,6 +307,8 @@ class _Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         """The client reads its replies slower than they come: stop reading its requests too."""
+        if self.lingering:  # a refusal is written: its linger deadline stands, and reading goes on
+            return
         self.writing_paused = True
         self._pause_reading()
         self._arm("write", self.limits.write_seconds)
