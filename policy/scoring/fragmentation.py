@@ -112,9 +112,9 @@ class Fragmentation:
         if not feasible.all():  # the ledger may evaluate every node in place: work on the feasible ones only
             index = np.flatnonzero(feasible)
             part = Candidates(subview(candidates.view, index), candidates.request, candidates.fit[index],
-                              feasible[index], candidates.gpus[index])
+                              feasible[index])
             self._pressure_from(candidates.view)
-            gpus = np.full(candidates.gpus.shape, -1)
+            gpus = np.full((len(feasible), candidates.request.gpu_count), -1)
             gpus[index] = self.choose(part)
             growth = np.full(len(feasible), np.inf)
             growth[index] = part.notes["growth"]
@@ -124,7 +124,7 @@ class Fragmentation:
         shapes = self.shapes(candidates, (first, group))  # from every node: model pressure remembers them
         if len(first) < len(group):  # the measure is row-local: worked out once per node state
             part = Candidates(subview(candidates.view, first), candidates.request, candidates.fit[first],
-                              feasible[first], candidates.gpus[first])
+                              feasible[first])
             gpus = self._choose(part, shapes)[group]
             candidates.notes["growth"] = part.notes["growth"][group]
             return gpus
