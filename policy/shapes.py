@@ -110,6 +110,42 @@ class Shapes:
                             host_table=self.host_table)
         return new
 
+    def replaced(self, i: int, row: tuple) -> "Shapes | None":
+        """These shapes with shape i replaced by ``row`` (:func:`shape_row`), with no popularity yet,
+        sharing this object's host table with shape i's popularity taken out of it — when that
+        leaves the table exactly as a rebuild would make it: whole-number popularities (the
+        subtraction is exact), ``row``'s values already on the axes, every value on the axes and
+        every model group still used, in the same order of first use. Else None."""
+        if "host_table" not in self.__dict__ or self.pressure is not None \
+                or not (self.weight == np.round(self.weight)).all():
+            return None
+        models = self.models[:i] + (row[6],) + self.models[i + 1:]
+        codes, groups = self._groups
+        order = list(dict.fromkeys(self.models))
+        if list(dict.fromkeys(models)) != order:  # a group gone, or first used in another order
+            return None
+        new = Shapes(*(np.concatenate([a[:i], np.array([v], dtype=a.dtype), a[i + 1:]]) for a, v in
+                       ((self.memory, row[0]), (self.core, row[1]), (self.count, row[2]), (self.whole, bool(row[3])),
+                        (self.cpu, row[4]), (self.host_memory, row[5]))),
+                     models, np.concatenate([self.weight[:i], [0.0], self.weight[i + 1:]]))
+        cpu, memory, table = self.host_table
+        unique, index = self._classes
+        key = np.array([row[0], row[1], row[3], row[2]], dtype=unique.dtype)  # as _classes: memory, core, whole, count
+        u = np.flatnonzero((unique == key).all(axis=1))
+        new_index = index.copy()
+        if not len(u):
+            return None
+        new_index[i] = u[0]
+        if len(np.unique(new_index)) != len(unique) or not np.array_equal(np.unique(new.cpu), cpu) \
+                or not np.array_equal(np.unique(new.host_memory), memory):
+            return None
+        table[groups[i], np.searchsorted(cpu, self.cpu[i]) + 1:, np.searchsorted(memory, self.host_memory[i]) + 1:,
+              index[i]] -= self.weight[i]
+        new_groups = groups.copy()
+        new_groups[i] = order.index(row[6])
+        new.__dict__.update(_classes=(unique, new_index), _groups=(codes, new_groups), host_table=self.host_table)
+        return new
+
     @cached_property
     def classes(self) -> tuple:
         """``(memory, core, whole, count)``: arrays of the U distinct per-GPU demands and GPU counts."""
@@ -243,7 +279,7 @@ class ShapeMix:
                     del self._index[self._rows[position]]
                     self._rows[position] = row
                     self._weights[position] = 0.0
-                    self._shapes = None
+                    self._shapes = None if self._shapes is None else self._shapes.replaced(position, row)
                 else:  # a new shape on the table's axes joins the table in place (else: rebuilt when asked)
                     position = len(self._rows)
                     self._rows.append(row)
