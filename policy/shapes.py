@@ -98,17 +98,23 @@ class Shapes:
         cpu, memory, _ = self.host_table
         unique, index = self._classes
         codes, groups = self._groups
-        key = np.array([row[0], row[1], row[3], row[2]], dtype=unique.dtype)  # as _classes: memory, core, whole, count
-        u = np.flatnonzero((unique == key).all(axis=1))
+        u = self._class_of(row)
         g = next((groups[i] for i, models in enumerate(self.models) if models == row[6]), None)
-        if not len(u) or g is None or not np.isin(row[4], cpu) or not np.isin(row[5], memory):
+        if u is None or g is None or not np.isin(row[4], cpu) or not np.isin(row[5], memory):
             return None
         new = Shapes(np.append(self.memory, row[0]), np.append(self.core, row[1]), np.append(self.count, row[2]),
                      np.append(self.whole, bool(row[3])), np.append(self.cpu, row[4]),
                      np.append(self.host_memory, row[5]), self.models + (row[6],), np.append(self.weight, 0.0))
-        new.__dict__.update(_classes=(unique, np.append(index, u[0])), _groups=(codes, np.append(groups, g)),
+        new.__dict__.update(_classes=(unique, np.append(index, u)), _groups=(codes, np.append(groups, g)),
                             host_table=self.host_table)
         return new
+
+    def _class_of(self, row: tuple) -> int | None:
+        """The index of ``row``'s per-GPU class among this object's classes, None if it is not one."""
+        unique = self._classes[0]
+        key = np.array([row[0], row[1], row[3], row[2]], dtype=unique.dtype)  # as _classes: memory, core, whole, count
+        found = np.flatnonzero((unique == key).all(axis=1))
+        return int(found[0]) if len(found) else None
 
     def replaced(self, i: int, row: tuple) -> "Shapes | None":
         """These shapes with shape i replaced by ``row`` (:func:`shape_row`), with no popularity yet,
@@ -130,12 +136,11 @@ class Shapes:
                      models, np.concatenate([self.weight[:i], [0.0], self.weight[i + 1:]]))
         cpu, memory, table = self.host_table
         unique, index = self._classes
-        key = np.array([row[0], row[1], row[3], row[2]], dtype=unique.dtype)  # as _classes: memory, core, whole, count
-        u = np.flatnonzero((unique == key).all(axis=1))
-        new_index = index.copy()
-        if not len(u):
+        u = self._class_of(row)
+        if u is None:
             return None
-        new_index[i] = u[0]
+        new_index = index.copy()
+        new_index[i] = u
         if len(np.unique(new_index)) != len(unique) or not np.array_equal(np.unique(new.cpu), cpu) \
                 or not np.array_equal(np.unique(new.host_memory), memory):
             return None
