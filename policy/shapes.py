@@ -90,65 +90,45 @@ class Shapes:
 
     def appended(self, row: tuple) -> "Shapes | None":
         """These shapes and one more, ``row`` (:func:`shape_row`), with no popularity yet — sharing
-        this object's host table (which a zero popularity leaves as it is) when the row's class,
-        model group, CPU and memory values are already on its axes; None when they are not, or
-        when the table was never built (then a rebuild costs what a copy would)."""
+        this object's host table (which a zero popularity leaves as it is) when the table's axes
+        stay what a rebuild would make them; None when they would not, or when the table was
+        never built (then a rebuild costs what a copy would)."""
         if "host_table" not in self.__dict__ or self.pressure is not None:
             return None
-        cpu, memory, _ = self.host_table
-        unique, index = self._classes
-        codes, groups = self._groups
-        u = self._class_of(row)
-        g = next((groups[i] for i, models in enumerate(self.models) if models == row[6]), None)
-        if u is None or g is None or not np.isin(row[4], cpu) or not np.isin(row[5], memory):
-            return None
-        new = Shapes(np.append(self.memory, row[0]), np.append(self.core, row[1]), np.append(self.count, row[2]),
-                     np.append(self.whole, bool(row[3])), np.append(self.cpu, row[4]),
-                     np.append(self.host_memory, row[5]), self.models + (row[6],), np.append(self.weight, 0.0))
-        new.__dict__.update(_classes=(unique, np.append(index, u)), _groups=(codes, np.append(groups, g)),
-                            host_table=self.host_table)
-        return new
-
-    def _class_of(self, row: tuple) -> int | None:
-        """The index of ``row``'s per-GPU class among this object's classes, None if it is not one."""
-        unique = self._classes[0]
-        key = np.array([row[0], row[1], row[3], row[2]], dtype=unique.dtype)  # as _classes: memory, core, whole, count
-        found = np.flatnonzero((unique == key).all(axis=1))
-        return int(found[0]) if len(found) else None
+        return self._sharing_table(self._with_row(len(self), row))
 
     def replaced(self, i: int, row: tuple) -> "Shapes | None":
         """These shapes with shape i replaced by ``row`` (:func:`shape_row`), with no popularity yet,
         sharing this object's host table with shape i's popularity taken out of it — when that
         leaves the table exactly as a rebuild would make it: whole-number popularities (the
-        subtraction is exact), ``row``'s values already on the axes, every value on the axes and
-        every model group still used, in the same order of first use. Else None."""
+        subtraction is exact) and the same axes. Else None."""
         if "host_table" not in self.__dict__ or self.pressure is not None \
                 or not (self.weight == np.round(self.weight)).all():
             return None
-        models = self.models[:i] + (row[6],) + self.models[i + 1:]
-        codes, groups = self._groups
-        order = list(dict.fromkeys(self.models))
-        if list(dict.fromkeys(models)) != order:  # a group gone, or first used in another order
+        new = self._sharing_table(self._with_row(i, row))
+        if new is not None:
+            cpu, memory, table = self.host_table
+            table[self._groups[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
+                  np.searchsorted(memory, self.host_memory[i]) + 1:, self._classes[1][i]] -= self.weight[i]
+        return new
+
+    def _with_row(self, i: int, row: tuple) -> "Shapes":
+        """These shapes with ``row`` at position i (i = len: one more), of no popularity."""
+        values = (row[0], row[1], row[2], bool(row[3]), row[4], row[5])
+        arrays = [np.concatenate([a[:i], np.array([v], dtype=a.dtype), a[i + 1:]]) for a, v in
+                  zip((self.memory, self.core, self.count, self.whole, self.cpu, self.host_memory), values)]
+        return Shapes(*arrays, self.models[:i] + (row[6],) + self.models[i + 1:],
+                      np.concatenate([self.weight[:i], [0.0], self.weight[i + 1:]]))
+
+    def _sharing_table(self, new: "Shapes") -> "Shapes | None":
+        """``new`` with this object's host table, if its classes, model groups (in order of first use),
+        CPU and memory values are this table's axes; else None."""
+        cpu, memory, _ = self.host_table
+        if not np.array_equal(new._classes[0], self._classes[0]) \
+                or list(dict.fromkeys(new.models)) != list(dict.fromkeys(self.models)) \
+                or not np.array_equal(np.unique(new.cpu), cpu) or not np.array_equal(np.unique(new.host_memory), memory):
             return None
-        new = Shapes(*(np.concatenate([a[:i], np.array([v], dtype=a.dtype), a[i + 1:]]) for a, v in
-                       ((self.memory, row[0]), (self.core, row[1]), (self.count, row[2]), (self.whole, bool(row[3])),
-                        (self.cpu, row[4]), (self.host_memory, row[5]))),
-                     models, np.concatenate([self.weight[:i], [0.0], self.weight[i + 1:]]))
-        cpu, memory, table = self.host_table
-        unique, index = self._classes
-        u = self._class_of(row)
-        if u is None:
-            return None
-        new_index = index.copy()
-        new_index[i] = u
-        if len(np.unique(new_index)) != len(unique) or not np.array_equal(np.unique(new.cpu), cpu) \
-                or not np.array_equal(np.unique(new.host_memory), memory):
-            return None
-        table[groups[i], np.searchsorted(cpu, self.cpu[i]) + 1:, np.searchsorted(memory, self.host_memory[i]) + 1:,
-              index[i]] -= self.weight[i]
-        new_groups = groups.copy()
-        new_groups[i] = order.index(row[6])
-        new.__dict__.update(_classes=(unique, new_index), _groups=(codes, new_groups), host_table=self.host_table)
+        new.__dict__["host_table"] = self.host_table
         return new
 
     @cached_property
