@@ -59,8 +59,12 @@ def feedable(free: np.ndarray, known: np.ndarray, per_gpu) -> np.ndarray:
 def starved(idle_gpus: np.ndarray, cpu_free: np.ndarray, host_free: np.ndarray, cpu_known: np.ndarray,
             host_known: np.ndarray, cpu_per_gpu, host_per_gpu) -> np.ndarray:
     """Starved(node) for the given idle GPUs, free CPU and host memory, and appetite (per node or one for all)."""
-    fed = np.minimum(feedable(cpu_free, cpu_known, cpu_per_gpu), feedable(host_free, host_known, host_per_gpu))
-    return np.maximum(idle_gpus - fed, 0.0)
+    return np.maximum(idle_gpus - _fed(cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu), 0.0)
+
+
+def _fed(cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu) -> np.ndarray:
+    """GPUs of usual demand the free CPU and host memory feed."""
+    return np.minimum(feedable(cpu_free, cpu_known, cpu_per_gpu), feedable(host_free, host_known, host_per_gpu))
 
 
 def starved_growth(view: NodesView, rows: np.ndarray, idle_before: np.ndarray, idle_after: np.ndarray,
@@ -68,11 +72,10 @@ def starved_growth(view: NodesView, rows: np.ndarray, idle_before: np.ndarray, i
     """Starved with the pod − Starved without, for nodes ``rows`` of ``view`` whose idle GPUs go from
     ``idle_before`` to ``idle_after`` with the pod on them; the pod takes its CPU and host memory.
     ``appetite_`` holds (c̄, h̄) for every node of ``view``."""
-    cpu_per_gpu, host_per_gpu = appetite_[0][rows], appetite_[1][rows]
-    cpu_known, host_known = view.cpu_total[rows] > 0, view.host_mem_total[rows] > 0
-    cpu_free = view.cpu_total[rows] - view.cpu_used[rows]
-    host_free = view.host_mem_total[rows] - view.host_mem_used[rows]
-    before = starved(idle_before, cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu)
-    after = starved(idle_after, cpu_free - request.cpu, host_free - request.host_memory, cpu_known, host_known,
-                    cpu_per_gpu, host_per_gpu)
-    return after - before
+    cpu_known, host_known = view.cpu_total > 0, view.host_mem_total > 0
+    cpu_free = view.cpu_total - view.cpu_used
+    host_free = view.host_mem_total - view.host_mem_used
+    # per node, then per row asked about (a node's candidate GPUs share its CPU and memory)
+    before = _fed(cpu_free, host_free, cpu_known, host_known, *appetite_)
+    after = _fed(cpu_free - request.cpu, host_free - request.host_memory, cpu_known, host_known, *appetite_)
+    return np.maximum(idle_after - after[rows], 0.0) - np.maximum(idle_before - before[rows], 0.0)

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from policy.fragmentation import (
     ModelPressure,
     PartsCache,
+    after_parts,
+    chosen_parts,
     distinct_gpus,
     fragmentation,
     growth_on,
@@ -244,3 +246,29 @@ def test_the_cache_answers_as_a_fresh_computation_after_any_changes(state, chang
         if gpu < state.specs[name].gpu_count and state.array("mem_used")[state.index[name], gpu] + amount <= GPU:
             state.add_usage(name, {gpu: amount}, {}, False)
     assert fragmentation(view_of(state), MIX, cache) == pytest.approx(fragmentation(view_of(state), MIX))
+
+
+@settings(max_examples=20)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from([100, 500]),
+                                      st.sampled_from([0, 1])), max_size=8), st.sampled_from([0, 1 << 20]))
+def test_the_kept_parts_with_a_pod_equal_a_fresh_computation_after_any_changes(state, changes, budget):
+    cache = PartsCache(after_bytes=budget)  # 0: only the last demand is kept
+    names = [n for n in state.names if n is not None]
+    demands = [simple_request(250, cpu=4_000), simple_request(500, cpu=1_000)]
+    for node, gpu, amount, which in changes:
+        name = names[node % len(names)]
+        view = view_of(state)
+        rows, gpus = np.nonzero(view.healthy)
+        if which:  # the parts as they are kept first: the parts with the pod are worked out from them
+            cache.parts(view, MIX.classes)
+        kept = cache.after(view, MIX.classes, demands[which], rows, gpus)
+        for got, fresh in zip(kept, after_parts(view, MIX.classes, demands[which], rows, gpus)):
+            assert np.array_equal(got, fresh)
+        # a two-GPU pod on GPUs that move with the changes: the rows are kept for the GPUs they were worked out on
+        on = (np.argsort(view.mem_used + (np.arange(view.healthy.shape[1]) * (amount + which)) % 3, axis=1)[:, :2]
+              if view.healthy.shape[1] >= 2 else np.full((len(view), 2), -1))
+        kept = cache.chosen(view, MIX.classes, TWO, on)
+        for got, fresh in zip(kept[:4] + (kept[4][np.arange(len(view)), :],), chosen_parts(view, MIX.classes, TWO, on)):
+            assert np.array_equal(got, fresh)
+        if gpu < state.specs[name].gpu_count and state.array("mem_used")[state.index[name], gpu] + amount <= GPU:
+            state.add_usage(name, {gpu: amount}, {}, False)

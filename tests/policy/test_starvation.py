@@ -85,11 +85,12 @@ def test_the_measure_adds_starved_with_the_exact_idle_change_of_each_gpu():
     v = view(node("n", gpus=2, cpu=12_000), usage=[("n", 0, 500)])
     shapes = Shapes.of([simple_request(500, cpu=4_000)], [1])
     pod = simple_request(250, cpu=4_000)
-    candidates = np.array([[True, True]])
+    candidates = np.zeros(v.healthy.shape, dtype=bool)
+    candidates[0, :2] = True
     plain = growth_per_gpu(v, shapes, pod, candidates)
     hungry = growth_per_gpu(v, shapes, pod, candidates, appetite=(np.full(1, 8_000), np.zeros(1)))
     # 1.5 idle, 12 cores feed 1.5 GPUs at 8 → with the pod 1.25 idle, 8 cores feed 1: 0.25 starved either GPU
-    assert (hungry - plain)[0] == pytest.approx([0.25, 0.25])
+    assert hungry[0, :2] - plain[0, :2] == pytest.approx([0.25, 0.25])
     cpu_only = host_request(4_000)
     difference = (growth_on(v, shapes, cpu_only, np.zeros((1, 0), dtype=np.int64),
                             appetite=(np.full(1, 8_000), np.zeros(1)))
