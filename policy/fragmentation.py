@@ -404,6 +404,12 @@ class PartsCache:
         self._after: OrderedDict = OrderedDict()
         self._after_bytes = after_bytes
 
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of the parts with a pod kept now (at most ``after_bytes``)."""
+        with self._lock:
+            return sum(e.nbytes for e in self._after.values())
+
     def _key(self, view: NodesView, classes: tuple) -> tuple:
         key = (view.healthy.shape[1],) + tuple(np.asarray(c).tobytes() for c in classes)
         if self._now is None or self._now.key != key:
@@ -431,10 +437,12 @@ class PartsCache:
             return after_parts(view, classes, request, rows, gpus)
         version = view.version.copy()
         with self._lock:
-            entry = self._entry(view, classes, ("each", request.memory_per_gpu, request.core_per_gpu))
+            gpu_count, class_count = view.healthy.shape[1], len(classes[0])
+            entry = self._entry(view, classes, ("each", request.memory_per_gpu, request.core_per_gpu),
+                                8 * gpu_count * (class_count + 1))
             compute = lambda sub, index: _every_gpu(sub, classes, request, self._kept(sub, version[index]))  # noqa: E731
-            if not entry.refresh(view, version, compute):
-                return after_parts(view, classes, request, rows, gpus)
+            if entry is None or not entry.refresh(view, version, compute):
+                return after_parts(view, classes, request, rows, gpus, self._kept(view, version))
             total, usable = entry.arrays
             at = view.row[rows] * total.shape[1] + gpus  # flat: 5× faster than indexing [rows, gpus]
             return After(total.take(at), usable.reshape(-1, usable.shape[2]).take(at, axis=0))
@@ -445,9 +453,12 @@ class PartsCache:
             return chosen_parts(view, classes, request, gpus)
         version = view.version.copy()
         with self._lock:
-            entry = self._entry(view, classes, ("on",) + request.fit_key)
-            if not entry.refresh(view, version, lambda sub, index: chosen_parts(sub, classes, request, gpus[index]),
-                                 shared=(4,), basis=gpus):
+            gpu_count, class_count = view.healthy.shape[1], len(classes[0])
+            entry = self._entry(view, classes, ("on",) + request.fit_key,
+                                8 * (1 + 2 * class_count + gpu_count + gpus.shape[1]) + gpu_count * class_count)
+            if entry is None or not entry.refresh(view, version,
+                                                  lambda sub, index: chosen_parts(sub, classes, request, gpus[index]),
+                                                  shared=(4,), basis=gpus):
                 return chosen_parts(view, classes, request, gpus)
             total, takers, small, share, takes = entry.arrays
             rows = view.row
@@ -461,13 +472,18 @@ class PartsCache:
         total, takers, small, share, takes, distinct = now.arrays
         return Parts(total[rows], takers[rows], small[rows], share[rows], _RowTakes(takes, rows), distinct[rows])
 
-    def _entry(self, view: NodesView, classes: tuple, demand: tuple) -> _Rows:
-        """The kept rows with a pod of ``demand`` (most recently used, within the byte bound)."""
+    def _entry(self, view: NodesView, classes: tuple, demand: tuple, row_bytes: int) -> _Rows | None:
+        """The kept rows with a pod of ``demand``, made the most recently used; the least recently used
+        others go while all would pass ``after_bytes`` with this one full (``row_bytes`` a row). None when
+        this one alone would: the caller works it out without keeping it."""
         key = (self._key(view, classes),) + demand
+        size = (int(view.row.max()) + 1) * row_bytes
+        if size > self._after_bytes:
+            return None
         entry = self._after.pop(key, None) or _Rows(key)
-        self._after[key] = entry
-        while len(self._after) > 1 and sum(e.nbytes for e in self._after.values()) > self._after_bytes:
+        while self._after and sum(e.nbytes for e in self._after.values()) + size > self._after_bytes:
             self._after.popitem(last=False)
+        self._after[key] = entry
         return entry
 
 

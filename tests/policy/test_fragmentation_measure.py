@@ -250,7 +250,7 @@ def test_the_cache_answers_as_a_fresh_computation_after_any_changes(state, chang
 
 @settings(max_examples=20)
 @given(clusters(), st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from([100, 500]),
-                                      st.sampled_from([0, 1])), max_size=8), st.sampled_from([0, 1 << 20]))
+                                      st.sampled_from([0, 1])), max_size=8), st.sampled_from([0, 6_000, 1 << 20]))
 def test_the_kept_parts_with_a_pod_equal_a_fresh_computation_after_any_changes(state, changes, budget):
     cache = PartsCache(after_bytes=budget)  # 0: only the last demand is kept
     names = [n for n in state.names if n is not None]
@@ -270,5 +270,6 @@ def test_the_kept_parts_with_a_pod_equal_a_fresh_computation_after_any_changes(s
         kept = cache.chosen(view, MIX.classes, TWO, on)
         for got, fresh in zip(kept[:4] + (kept[4][np.arange(len(view)), :],), chosen_parts(view, MIX.classes, TWO, on)):
             assert np.array_equal(got, fresh)
+        assert cache.kept_bytes <= budget
         if gpu < state.specs[name].gpu_count and state.array("mem_used")[state.index[name], gpu] + amount <= GPU:
             state.add_usage(name, {gpu: amount}, {}, False)
