@@ -221,9 +221,9 @@ def after_parts(view: NodesView, classes: tuple, request: GPURequest, rows: np.n
         parts = Parts(*_parts(view, classes, view.mem_used, view.core_used, view.pods), None)
     share_after, takes_after = (a[:, 0] for a in _with_pod(_one_gpu_each(view, rows, gpus), classes, request))
     takes, share = parts.takes[rows, gpus], parts.share[rows, gpus]
-    takers_after = parts.takers[rows] - takes + takes_after
-    small_after = parts.small[rows] - share[:, None] * ~takes + share_after[:, None] * ~takes_after
-    total_after = parts.total[rows] - share + share_after
+    takers_after = parts.takers.take(rows, axis=0) - takes + takes_after
+    small_after = parts.small.take(rows, axis=0) - share[:, None] * ~takes + share_after[:, None] * ~takes_after
+    total_after = parts.total.take(rows) - share + share_after
     return After(total_after, np.where(takers_after >= classes[3], total_after[:, None] - small_after, 0.0))
 
 
@@ -428,7 +428,8 @@ class PartsCache:
                 return _fresh(view, classes)  # a row read torn: this decision, redone by its caller, works from it
             total, takers, small, share, takes, distinct = self._now.arrays
             rows = view.row
-            return Parts(total[rows], takers[rows], small[rows], share[rows], _RowTakes(takes, rows), distinct[rows])
+            return Parts(*(a.take(rows, axis=0) for a in (total, takers, small, share)), _RowTakes(takes, rows),
+                     distinct.take(rows, axis=0))
 
     def after(self, view: NodesView, classes: tuple, request: GPURequest, rows: np.ndarray,
               gpus: np.ndarray) -> "After":
@@ -462,7 +463,7 @@ class PartsCache:
                 return chosen_parts(view, classes, request, gpus)
             total, takers, small, share, takes = entry.arrays
             rows = view.row
-            return total[rows], takers[rows], small[rows], share[rows], _RowTakes(takes, rows)
+            return (*(a.take(rows, axis=0) for a in (total, takers, small, share)), _RowTakes(takes, rows))
 
     def _kept(self, view: NodesView, version: np.ndarray) -> Parts | None:
         """The kept :class:`Parts` of the rows of ``view`` when every one is kept at ``version``, else None."""
@@ -470,7 +471,8 @@ class PartsCache:
         if rows.max() >= len(now.version) or (now.version[rows] != version).any():
             return None
         total, takers, small, share, takes, distinct = now.arrays
-        return Parts(total[rows], takers[rows], small[rows], share[rows], _RowTakes(takes, rows), distinct[rows])
+        return Parts(*(a.take(rows, axis=0) for a in (total, takers, small, share)), _RowTakes(takes, rows),
+                     distinct.take(rows, axis=0))
 
     def _entry(self, view: NodesView, classes: tuple, demand: tuple, row_bytes: int) -> _Rows | None:
         """The kept rows with a pod of ``demand``, made the most recently used; the least recently used
@@ -547,11 +549,11 @@ def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candida
     # a candidate's node takes the pod's kind: its mode lets the same classes run with the pod
     allow_after = mode * _popularity(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory)
     before = _strand(total, parts.takers, parts.small, allow_now, count)
-    change = after.total - np.einsum("mu,mu->m", after.usable, allow_after[rows]) - before[rows]
+    change = after.total - np.einsum("mu,mu->m", after.usable, allow_after.take(rows, axis=0)) - before.take(rows)
     if stranded:
         change = change + _stranded_growth(view, shapes, request, parts, allow_now, allow_after, mode, rows, gpus)
     if appetite is not None:
-        change = change + starved_growth(view, rows, total[rows], after.total, request, appetite)
+        change = change + starved_growth(view, rows, total.take(rows), after.total, request, appetite)
     growth = np.full(candidates.shape, np.inf)
     growth.reshape(-1)[flat] = change
     return growth
@@ -571,7 +573,7 @@ def _stranded_growth(view, shapes, request, parts, allow_now, allow_after, mode,
     could = _gpu_classes(runnable, takers, count)
     before = _stranded_where(share, takes, could, _gpu_classes(allow_now > 0, takers, count))
     shut_out = (could & (allow_after <= 0)).any(axis=1)
-    risky = np.flatnonzero(shut_out[rows])
+    risky = np.flatnonzero(shut_out.take(rows))
     after = np.zeros(len(rows))
     if len(risky):  # the candidate's node with the pod on GPU g
         pick, gpu, index = rows[risky], gpus[risky], np.arange(len(risky))
@@ -583,7 +585,7 @@ def _stranded_growth(view, shapes, request, parts, allow_now, allow_after, mode,
         node_share[index, gpu] = share_after
         after[risky] = _stranded(node_share, node_takes, _gpu_classes(runnable[pick], takers_after, count),
                                  _gpu_classes(allow_after[pick] > 0, takers_after, count))
-    return after - before[rows]
+    return after - before.take(rows)
 
 
 def chosen_parts(view: NodesView, classes: tuple, request: GPURequest, gpus: np.ndarray) -> tuple:
@@ -662,7 +664,8 @@ def _one_gpu_each(view: NodesView, rows: np.ndarray, gpus: np.ndarray) -> NodesV
     """The candidate GPUs as a view of M one-GPU nodes, with the fields :func:`idle` and
     :func:`gpu_takes` read (the others None)."""
     fields = dict.fromkeys(VIEW_FIELDS)
+    flat = rows * view.healthy.shape[1] + gpus  # taken flat: 2× faster than indexing [rows, gpus]
     for name in _PER_GPU_FIELDS:
         value = getattr(view, name)
-        fields[name] = value[rows, gpus][:, None] if value.ndim == 2 else value[rows]
+        fields[name] = value.reshape(-1).take(flat)[:, None] if value.ndim == 2 else value.take(rows)
     return NodesView(**fields)

@@ -78,4 +78,4 @@ def starved_growth(view: NodesView, rows: np.ndarray, idle_before: np.ndarray, i
     # per node, then per row asked about (a node's candidate GPUs share its CPU and memory)
     before = _fed(cpu_free, host_free, cpu_known, host_known, *appetite_)
     after = _fed(cpu_free - request.cpu, host_free - request.host_memory, cpu_known, host_known, *appetite_)
-    return np.maximum(idle_after - after[rows], 0.0) - np.maximum(idle_before - before[rows], 0.0)
+    return np.maximum(idle_after - after.take(rows), 0.0) - np.maximum(idle_before - before.take(rows), 0.0)
