@@ -441,7 +441,9 @@ class PartsCache:
             gpu_count, class_count = view.healthy.shape[1], len(classes[0])
             entry = self._entry(view, classes, ("each", request.memory_per_gpu, request.core_per_gpu),
                                 8 * gpu_count * (class_count + 1))
-            compute = lambda sub, index: _every_gpu(sub, classes, request, self._kept(sub, version[index]))  # noqa: E731
+            def compute(sub, index):
+                return _every_gpu(sub, classes, request, self._kept(sub, version[index]))
+
             if entry is None or not entry.refresh(view, version, compute):
                 return after_parts(view, classes, request, rows, gpus, self._kept(view, version))
             total, usable = entry.arrays
@@ -547,7 +549,8 @@ def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candida
     mode = _mode_ok(view, shapes, view.memory_pods, view.core_pods)
     allow_now = _allowed_now(view, shapes, mode)
     # a candidate's node takes the pod's kind: its mode lets the same classes run with the pod
-    allow_after = mode * _popularity(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory)
+    allow_after = mode * _popularity(view, shapes, view.cpu_used + request.cpu,
+                                     view.host_mem_used + request.host_memory)
     before = _strand(total, parts.takers, parts.small, allow_now, count)
     change = after.total - np.einsum("mu,mu->m", after.usable, allow_after.take(rows, axis=0)) - before.take(rows)
     if stranded:

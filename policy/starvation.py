@@ -59,7 +59,11 @@ def feedable(free: np.ndarray, known: np.ndarray, per_gpu) -> np.ndarray:
 def starved(idle_gpus: np.ndarray, cpu_free: np.ndarray, host_free: np.ndarray, cpu_known: np.ndarray,
             host_known: np.ndarray, cpu_per_gpu, host_per_gpu) -> np.ndarray:
     """Starved(node) for the given idle GPUs, free CPU and host memory, and appetite (per node or one for all)."""
-    return np.maximum(idle_gpus - _fed(cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu), 0.0)
+    return _unfed(idle_gpus, _fed(cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu))
+
+
+def _unfed(idle_gpus, fed) -> np.ndarray:
+    return np.maximum(idle_gpus - fed, 0.0)
 
 
 def _fed(cpu_free, host_free, cpu_known, host_known, cpu_per_gpu, host_per_gpu) -> np.ndarray:
@@ -78,4 +82,4 @@ def starved_growth(view: NodesView, rows: np.ndarray, idle_before: np.ndarray, i
     # per node, then per row asked about (a node's candidate GPUs share its CPU and memory)
     before = _fed(cpu_free, host_free, cpu_known, host_known, *appetite_)
     after = _fed(cpu_free - request.cpu, host_free - request.host_memory, cpu_known, host_known, *appetite_)
-    return np.maximum(idle_after - after.take(rows), 0.0) - np.maximum(idle_before - before.take(rows), 0.0)
+    return _unfed(idle_after, after.take(rows)) - _unfed(idle_before, before.take(rows))

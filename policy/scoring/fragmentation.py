@@ -75,8 +75,8 @@ from policy.starvation import appetite
 # and the noise decided the tie.
 RESOLUTION = 2.0 ** -20
 TIE_BREAK = 1e-8  # < RESOLUTION, so u(node) only orders equal growths
-# Views of at least this many nodes keep each node's parts with the pod between decisions
-# (PartsCache.after, PartsCache.chosen). A kept row is worked out for all its GPUs and pays off only over many nodes: measured,
+# Views of at least this many nodes keep each node's parts with the pod between decisions (PartsCache.after,
+# PartsCache.chosen). A kept row is worked out for all its GPUs and pays off only over many nodes: measured,
 # 4.1 → 3.0 ms per decision at 1,700–2,500 nodes (benchmarks.load's cluster), while on the replay's views
 # of 2–28 node states (one pod shape after another) keeping them made decisions 8 % slower.
 KEEP_FROM = 64
