@@ -249,16 +249,10 @@ def _allowed_now(view: NodesView, shapes: Shapes, mode_ok=None) -> np.ndarray:
     return allowed(view, shapes, view.cpu_used, view.host_mem_used, view.memory_pods, view.core_pods, mode_ok)
 
 
-def _pods_after(view: NodesView, request: GPURequest) -> tuple:
-    """The node's memory-only and memory+compute pod counts once ``request`` is on it."""
-    wants_core = request.wants_core and request.gpu_count > 0
-    takes_memory = (not request.wants_core) and request.gpu_count > 0
-    return view.memory_pods + takes_memory, view.core_pods + wants_core
-
-
-def _allowed_after(view: NodesView, shapes: Shapes, request: GPURequest) -> np.ndarray:
-    return allowed(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory,
-                   *_pods_after(view, request))
+def _allowed_with(view: NodesView, shapes: Shapes, request: GPURequest, mode: np.ndarray) -> np.ndarray:
+    """A(node, u) with the pod's CPU and host memory on each node, for nodes that take the pod's kind: with
+    the pod their mode (``mode``, :func:`_mode_ok` now) lets the same classes run."""
+    return mode * _popularity(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory)
 
 
 class ModelPressure:
@@ -512,14 +506,16 @@ def fragmentation(view: NodesView, shapes: Shapes, cache: PartsCache | None = No
     return _measure(view, shapes, node_parts(view, shapes.classes, cache), stranded)
 
 
-def _measure(view: NodesView, shapes: Shapes, parts: Parts, stranded: bool) -> np.ndarray:
-    """:func:`fragmentation` from the node's parts as they are."""
+def _measure(view: NodesView, shapes: Shapes, parts: Parts, stranded: bool, mode=None, runnable=None) -> np.ndarray:
+    """:func:`fragmentation` from the node's parts as they are (``mode``, ``runnable``: :func:`_mode_ok` and
+    :func:`runnable_any_host` of the nodes now, when the caller has them)."""
     total, takers, small, share, takes, _ = parts
     count = shapes.classes[3]
-    allow = _allowed_now(view, shapes)
+    allow = _allowed_now(view, shapes, mode)
     frag = _strand(total, takers, small, allow, count)
     if stranded:
-        runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods)
+        if runnable is None:
+            runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods, mode)
         frag = frag + _stranded_of(share, takes, takers, runnable, allow, count)
     return frag
 
@@ -548,9 +544,7 @@ def growth_per_gpu(view: NodesView, shapes: Shapes, request: GPURequest, candida
     total = parts.total
     mode = _mode_ok(view, shapes, view.memory_pods, view.core_pods)
     allow_now = _allowed_now(view, shapes, mode)
-    # a candidate's node takes the pod's kind: its mode lets the same classes run with the pod
-    allow_after = mode * _popularity(view, shapes, view.cpu_used + request.cpu,
-                                     view.host_mem_used + request.host_memory)
+    allow_after = _allowed_with(view, shapes, request, mode)  # a candidate's node takes the pod's kind
     before = _strand(total, parts.takers, parts.small, allow_now, count)
     change = after.total - np.einsum("mu,mu->m", after.usable, allow_after.take(rows, axis=0)) - before.take(rows)
     if stranded:
@@ -607,8 +601,9 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
               parts: Parts | None = None, stranded: bool = False, appetite=None,
               cache: "PartsCache | None" = None) -> np.ndarray:
     """(n,): increase of Frag (+ Stranded, + Starved for an ``appetite``) if ``request`` went on each node's
-    ``gpus`` (n, N), -1 = infeasible node; ``parts`` as for :func:`growth_per_gpu`; ``cache``: where the
-    nodes' parts with the pod are kept (:meth:`PartsCache.chosen`)."""
+    ``gpus`` (n, N; -1 = none: its CPU and memory alone), the nodes being ones that take the pod's kind;
+    ``parts`` as for :func:`growth_per_gpu`; ``cache``: where the nodes' parts with the pod are kept
+    (:meth:`PartsCache.chosen`)."""
     classes = shapes.classes
     before = node_parts(view, classes) if parts is None else parts
     if request.gpu_count == 0:
@@ -619,14 +614,16 @@ def growth_on(view: NodesView, shapes: Shapes, request: GPURequest, gpus: np.nda
         total, takers, small, share, takes = chosen_parts(view, classes, request, gpus)
     else:
         total, takers, small, share, takes = cache.chosen(view, classes, request, gpus)
-    allow = _allowed_after(view, shapes, request)
+    mode = _mode_ok(view, shapes, view.memory_pods, view.core_pods)  # the same with the pod (_allowed_with)
+    allow = _allowed_with(view, shapes, request, mode)
     frag = _strand(total, takers, small, allow, classes[3])
+    runnable = None
     if stranded:
-        runnable = runnable_any_host(view, shapes, *_pods_after(view, request))
+        runnable = runnable_any_host(view, shapes, view.memory_pods, view.core_pods, mode)
         frag = frag + _stranded_of(share, takes, takers, runnable, allow, classes[3])
     if appetite is not None:
         frag = frag + starved_growth(view, np.arange(len(view)), before[0], total, request, appetite)
-    return frag - _measure(view, shapes, before, stranded)
+    return frag - _measure(view, shapes, before, stranded, mode, runnable)
 
 
 def _host_growth(view: NodesView, shapes: Shapes, request: GPURequest, parts: Parts, stranded: bool,
