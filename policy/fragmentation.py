@@ -250,8 +250,8 @@ def _allowed_now(view: NodesView, shapes: Shapes, mode_ok=None) -> np.ndarray:
 
 
 def _allowed_with(view: NodesView, shapes: Shapes, request: GPURequest, mode: np.ndarray) -> np.ndarray:
-    """A(node, u) with the pod's CPU and host memory on each node, for nodes that take the pod's kind: with
-    the pod their mode (``mode``, :func:`_mode_ok` now) lets the same classes run."""
+    """A(node, u) with the pod's CPU and host memory on each node, for nodes that take the pod's kind (any, for
+    a pod without GPU): with the pod their mode (``mode``, :func:`_mode_ok` now) lets the same classes run."""
     return mode * _popularity(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory)
 
 
@@ -634,8 +634,7 @@ def _host_growth(view: NodesView, shapes: Shapes, request: GPURequest, parts: Pa
     count = shapes.classes[3]
     mode = _mode_ok(view, shapes, view.memory_pods, view.core_pods)
     allow_now = _allowed_now(view, shapes, mode)
-    allow = allowed(view, shapes, view.cpu_used + request.cpu, view.host_mem_used + request.host_memory,
-                    view.memory_pods, view.core_pods, mode)
+    allow = _allowed_with(view, shapes, request, mode)
     growth = np.zeros(len(view))
     moved = np.flatnonzero((allow != allow_now).any(axis=1))
     if len(moved):
