@@ -35,8 +35,11 @@ def cluster():
 def a_pod(rng, thread, k):
     mem = rng.choice((1, 2, 3, 4, 6, 8, 12))
     core = rng.choice((None, None, 10, 25, 50))
-    if rng.random() < 0.1:
+    draw = rng.random()
+    if draw < 0.1:
         p = pod(name=f"t{thread}-{k}", containers=[container(mem=mem), container(name="side", mem=1)])
+    elif draw < 0.25:  # a multi-GPU pod: its memory on each of two GPUs
+        p = pod(name=f"t{thread}-{k}", mem=mem, labels={"aliyun.com/gpu-count": "2"})
     else:
         p = pod(name=f"t{thread}-{k}", mem=mem, core=core)
     return p
@@ -63,6 +66,9 @@ def test_eight_threads_of_filter_prioritize_and_bind(scoring, monkeypatch):
         return result
 
     monkeypatch.setattr(extender.ledger, "evaluate_rows", checked)
+    # fragmentation keeps each node's parts with the pod only over many nodes: here over every view, so that
+    # the shared kept rows are read and refreshed from all threads
+    monkeypatch.setattr("policy.scoring.fragmentation.KEEP_FROM", 1)
     names = [n["metadata"]["name"] for n in cluster()]
     faults, bad_scores = [], []
 
