@@ -26,14 +26,12 @@ import threading
 
 import numpy as np
 
-from policy.state import WRITING, NodesView
+from policy.kept import KeptRows
+from policy.state import NodesView
 
 FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods", "cpu_total", "cpu_used",
           "host_mem_total", "host_mem_used", "model", "mem_total", "mem_used", "core_total", "core_used", "pods",
           "healthy")
-
-_NEVER = WRITING - 1  # a row's version before its id was ever worked out (no state row has it)
-
 
 def _contents(view: NodesView) -> np.ndarray:
     """(n, F) int64: the fields of every row of ``view`` that make its state."""
@@ -52,8 +50,7 @@ class NodeStates:
         self._limit = limit
         self._lock = threading.Lock()
         self._ids: dict = {}  # row content (bytes) → id
-        self._version = np.zeros(0, dtype=np.int64)
-        self._id = np.zeros(0, dtype=np.int64)
+        self._kept = KeptRows()  # each state row's id
 
     def alike(self, view: NodesView) -> tuple[np.ndarray, np.ndarray]:
         """``(first, group)``: one row of ``view`` per distinct state in it, and each row's index into ``first``."""
@@ -74,28 +71,20 @@ class NodeStates:
             if not len(view) or (view.row < 0).any():
                 self._bound(len(view))
                 return self._ids_of(_contents(view))
-            rows = view.row
             version = view.version.copy()  # before the fields are read (view.take reads them afresh)
-            if rows.max() >= len(self._version):
-                grow = int(rows.max()) + 1 - len(self._version)
-                self._version = np.concatenate([self._version, np.full(grow, _NEVER, dtype=np.int64)])
-                self._id = np.concatenate([self._id, np.zeros(grow, dtype=np.int64)])
-            stale = np.flatnonzero(self._version[rows] != version)
+            stale = self._kept.stale(view, version)
             if self._bound(len(stale)):
-                stale = np.arange(len(rows))
-            if len(stale):
-                target = rows[stale]
-                self._id[target] = self._ids_of(_contents(view.take(stale)))
-                # a row noted while being written is not kept: its version then is no version of its own
-                self._version[target] = np.where(version[stale] == WRITING, _NEVER, version[stale])
-            return self._id[rows]
+                stale = self._kept.stale(view, version)  # every row: the ids kept were forgotten
+            if not self._kept.refresh(view, version, lambda rows, _: (self._ids_of(_contents(rows)),), stale=stale):
+                return self._ids_of(_contents(view))  # a row read while written: ids of what was read, none kept
+            return self._kept.arrays[0][view.row]
 
     def _bound(self, more: int) -> bool:
         """Forget every id when ``more`` new states could pass the limit; True if it did."""
         if len(self._ids) + more <= self._limit:
             return False
         self._ids.clear()
-        self._version[:] = _NEVER
+        self._kept = KeptRows()
         return True
 
     def _ids_of(self, contents: np.ndarray) -> np.ndarray:

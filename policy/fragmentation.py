@@ -51,7 +51,8 @@ from policy.placement import fill
 from policy.request import GPURequest
 from policy.shapes import Shapes
 from policy.starvation import starved_growth
-from policy.state import VIEW_FIELDS, WRITING, NodesView
+from policy.kept import KeptRows
+from policy.state import VIEW_FIELDS, NodesView
 
 
 def idle(view: NodesView, mem_used=None, core_used=None) -> np.ndarray:
@@ -327,60 +328,6 @@ def distinct_gpus(view: NodesView) -> np.ndarray:
     return ~seen
 
 
-_NEVER = WRITING - 1  # a cached row's version before it was ever computed (no state row has it)
-
-
-class _Rows:
-    """Arrays of one key over a state's rows, each row with the version (and basis) it was computed at."""
-
-    def __init__(self, key):
-        self.key = key
-        self.version = np.zeros(0, dtype=np.int64)
-        self.basis = None  # (rows, k): per-row values the arrays were computed for, besides the row itself
-        self.arrays: list = []
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays)
-
-    def refresh(self, view: NodesView, version: np.ndarray, compute, shared: tuple = (), basis=None) -> bool:
-        """Recompute with ``compute(rows of view, their index in view)`` the rows of ``view`` not current
-        for ``version`` (the view's versions noted before its usage was read) or for ``basis`` (n, k);
-        False, and nothing kept, when a row was read torn. The arrays at ``shared`` are copied before a
-        write: readers may hold them."""
-        rows = view.row
-        if rows.max() >= len(self.version):
-            grow = int(rows.max()) + 1 - len(self.version)
-            self.version = np.concatenate([self.version, np.full(grow, _NEVER, dtype=np.int64)])
-            self.arrays = [np.concatenate([a, np.zeros((grow,) + a.shape[1:], dtype=a.dtype)]) for a in self.arrays]
-            if self.basis is not None:
-                self.basis = np.concatenate([self.basis, np.zeros((grow,) + self.basis.shape[1:], self.basis.dtype)])
-        stale = self.version[rows] != version
-        if basis is not None and self.basis is not None:
-            stale |= (self.basis[rows] != basis).any(axis=1)
-        stale = np.flatnonzero(stale)
-        if not len(stale):
-            return True
-        parts = compute(subview(view, stale), stale)
-        # kept only for rows read whole: not being written when noted (version WRITING), and
-        # the same version after the read (a view read in place may see a write begin)
-        if not ((version[stale] != WRITING) & (view.version[stale] == version[stale])).all():
-            return False
-        if not self.arrays:
-            self.arrays = [np.zeros((len(self.version),) + part.shape[1:], dtype=part.dtype) for part in parts]
-        if basis is not None and self.basis is None:
-            self.basis = np.zeros((len(self.version),) + basis.shape[1:], dtype=basis.dtype)
-        for i in shared:  # copy on write
-            self.arrays[i] = self.arrays[i].copy()
-        target = rows[stale]
-        for array, part in zip(self.arrays, parts):
-            array[target] = part
-        if basis is not None:
-            self.basis[target] = basis[stale]
-        self.version[target] = version[stale]
-        return True
-
-
 class PartsCache:
     """Each node's GPU parts, kept per state row: as they are (:class:`Parts`) and, per per-GPU demand
     of a recent pod, with that pod on each GPU (:class:`After`).
@@ -394,7 +341,7 @@ class PartsCache:
 
     def __init__(self, after_bytes: int = 32 << 20):
         self._lock = threading.Lock()
-        self._now: _Rows | None = None
+        self._now: KeptRows | None = None
         self._after: OrderedDict = OrderedDict()
         self._after_bytes = after_bytes
 
@@ -407,7 +354,7 @@ class PartsCache:
     def _key(self, view: NodesView, classes: tuple) -> tuple:
         key = (view.healthy.shape[1],) + tuple(np.asarray(c).tobytes() for c in classes)
         if self._now is None or self._now.key != key:
-            self._now = _Rows(key)
+            self._now = KeptRows(key)
             self._after.clear()
         return key
 
@@ -470,7 +417,7 @@ class PartsCache:
         return Parts(*(a.take(rows, axis=0) for a in (total, takers, small, share)), _RowTakes(takes, rows),
                      distinct.take(rows, axis=0))
 
-    def _entry(self, view: NodesView, classes: tuple, demand: tuple, row_bytes: int) -> _Rows | None:
+    def _entry(self, view: NodesView, classes: tuple, demand: tuple, row_bytes: int) -> KeptRows | None:
         """The kept rows with a pod of ``demand``, made the most recently used; the least recently used
         others go while all would pass ``after_bytes`` with this one full (``row_bytes`` a row). None when
         this one alone would: the caller works it out without keeping it."""
@@ -478,7 +425,7 @@ class PartsCache:
         size = (int(view.row.max()) + 1) * row_bytes
         if size > self._after_bytes:
             return None
-        entry = self._after.pop(key, None) or _Rows(key)
+        entry = self._after.pop(key, None) or KeptRows(key)
         while self._after and sum(e.nbytes for e in self._after.values()) + size > self._after_bytes:
             self._after.popitem(last=False)
         self._after[key] = entry
