@@ -83,10 +83,15 @@ class Shapes:
         weights[i] += weight
         new = self._derive(weight=weights)
         if "host_table" in self.__dict__:
-            cpu, memory, table = self.host_table
-            table[self._groups[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
-                  np.searchsorted(memory, self.host_memory[i]) + 1:, self._classes[1][i]] += weight
+            self._add_to_table(i, weight)
         return new
+
+    def _add_to_table(self, i: int, weight: float) -> None:
+        """Shape i's popularity in the host table (in place) grown by ``weight``: every cell of its group
+        and class whose CPU and memory cover shape i's."""
+        cpu, memory, table = self.host_table
+        table[self._groups[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
+              np.searchsorted(memory, self.host_memory[i]) + 1:, self._classes[1][i]] += weight
 
     def appended(self, row: tuple) -> "Shapes | None":
         """These shapes and one more, ``row`` (:func:`shape_row`), with no popularity yet — sharing
@@ -107,9 +112,7 @@ class Shapes:
             return None
         new = self._sharing_table(self._with_row(i, row))
         if new is not None:
-            cpu, memory, table = self.host_table
-            table[self._groups[1][i], np.searchsorted(cpu, self.cpu[i]) + 1:,
-                  np.searchsorted(memory, self.host_memory[i]) + 1:, self._classes[1][i]] -= self.weight[i]
+            self._add_to_table(i, -self.weight[i])
         return new
 
     def _with_row(self, i: int, row: tuple) -> "Shapes":
