@@ -220,12 +220,19 @@ def after_parts(view: NodesView, classes: tuple, request: GPURequest, rows: np.n
     view's :class:`Parts` for ``classes``, when the caller has them."""
     if parts is None:
         parts = Parts(*_parts(view, classes, view.mem_used, view.core_used, view.pods), None)
-    share_after, takes_after = (a[:, 0] for a in _with_pod(_one_gpu_each(view, rows, gpus), classes, request))
     takes, share = parts.takes[rows, gpus], parts.share[rows, gpus]
-    takers_after = parts.takers.take(rows, axis=0) - takes + takes_after
+    share_after, takes_after, takers_after = _gpu_with_pod(view, classes, request, parts, rows, gpus, takes)
     small_after = parts.small.take(rows, axis=0) - share[:, None] * ~takes + share_after[:, None] * ~takes_after
     total_after = parts.total.take(rows) - share + share_after
     return After(total_after, np.where(takers_after >= classes[3], total_after[:, None] - small_after, 0.0))
+
+
+def _gpu_with_pod(view: NodesView, classes: tuple, request: GPURequest, parts: Parts, rows: np.ndarray,
+                  gpus: np.ndarray, takes: np.ndarray) -> tuple:
+    """GPU ``gpus[i]`` of node ``rows[i]`` with ``request``'s per-GPU demand on it (``takes``: the classes it
+    takes now): its idle share (M,), the classes it then takes and the node's GPUs then taking each (M, U)."""
+    share_after, takes_after = (a[:, 0] for a in _with_pod(_one_gpu_each(view, rows, gpus), classes, request))
+    return share_after, takes_after, parts.takers.take(rows, axis=0) - takes + takes_after
 
 
 def _every_gpu(view: NodesView, classes: tuple, request: GPURequest, parts: Parts | None = None) -> tuple:
@@ -521,9 +528,8 @@ def _stranded_growth(view, shapes, request, parts, allow_now, allow_after, mode,
     after = np.zeros(len(rows))
     if len(risky):  # the candidate's node with the pod on GPU g
         pick, gpu, index = rows[risky], gpus[risky], np.arange(len(risky))
-        share_after, takes_after = (a[:, 0] for a in _with_pod(_one_gpu_each(view, pick, gpu), shapes.classes,
-                                                                 request))
-        takers_after = takers[pick] - takes[pick, gpu] + takes_after
+        share_after, takes_after, takers_after = _gpu_with_pod(view, shapes.classes, request, parts, pick, gpu,
+                                                               takes[pick, gpu])
         node_takes, node_share = takes[pick, :], share[pick]
         node_takes[index, gpu] = takes_after
         node_share[index, gpu] = share_after
