@@ -358,6 +358,9 @@ _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<bi
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # a reply's head and body go out in two writes: with Nagle's algorithm the body waits for the
+    # client's delayed ACK (40 ms a request on Linux); kube-apiserver, in Go, sets TCP_NODELAY too
+    disable_nagle_algorithm = True
     kube: FakeKube
 
     def log_message(self, format, *args):  # noqa: A002 - quiet
