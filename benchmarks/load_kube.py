@@ -1,7 +1,8 @@
 """The extender in kube mode, as deployed, against a fake API server: CPU per scheduled pod.
 
 ``cgpu-extender serve --kubeconfig`` (one process, as the manifests run it) on
-``tests/fakekube.py`` serving real Kubernetes JSON: ``--nodes`` nodes of the
+``tests/fakekube.py`` serving real Kubernetes JSON from a process of its own
+(:class:`KubeProcess`): ``--nodes`` nodes of the
 load benchmark's synthetic cluster (``benchmarks.synthetic``, with its bound
 pods), then ``--pods`` pending pods created in a burst once the extender is
 synced (each an ADDED watch event). kube-scheduler is emulated as
@@ -35,6 +36,8 @@ import argparse
 import contextlib
 import copy
 import http.client
+import multiprocessing
+import operator
 import os
 import subprocess
 import sys
@@ -94,14 +97,68 @@ def post(connection, path: str, body: bytes) -> tuple[dict | list, float]:
     return orjson.loads(data), float(timing)
 
 
+class KubeProcess:
+    """The fake API server in a process of its own: its work (stdlib JSON for every write and
+    every watch event) then neither shares the driver's GIL nor delays the emulated scheduler's
+    calls, as kube-apiserver shares nothing with kube-scheduler. Its :class:`FakeKube` methods
+    are called through a pipe (``kube.create(kind, obj)``, ...); ``load(objects)`` creates many at
+    once and ``set(name, value)`` sets an attribute (``write_delay``)."""
+
+    def __init__(self):
+        context = multiprocessing.get_context("spawn")
+        self._pipe, theirs = context.Pipe()
+        self._process = context.Process(target=_serve_kube, args=(theirs,), daemon=True)
+        self._process.start()
+        self.url = self._receive()
+
+    def _receive(self):
+        """The child's next message; an error, not a hang, if it died (e.g. a caller's script
+        without an ``if __name__ == "__main__"`` guard, which ``spawn`` needs)."""
+        while not self._pipe.poll(0.5):
+            if not self._process.is_alive():
+                raise RuntimeError(f"the fake API server's process ended (exit code {self._process.exitcode})")
+        return self._pipe.recv()
+
+    def __getattr__(self, method: str):
+        def call(*args):
+            self._pipe.send((method, args))
+            ok, value = self._receive()
+            if not ok:
+                raise RuntimeError(f"fake API server: {method}: {value}")
+            return value
+        return call
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._pipe.send(None)
+        self._process.join(15)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _serve_kube(pipe) -> None:
+    """:class:`KubeProcess`'s child: a FakeKube answering the parent's calls until told to stop."""
+    kube = FakeKube().start()
+    extra = {"load": lambda objects: [kube.create("nodes" if o["kind"] == "Node" else "pods", o) for o in objects]
+             and None,
+             "set": lambda name, value: setattr(kube, name, value)}
+    pipe.send(kube.url)
+    while (message := pipe.recv()) is not None:
+        method, args = message
+        try:
+            pipe.send((True, (extra.get(method) or getattr(kube, method))(*args)))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+            pipe.send((False, f"{type(exc).__name__}: {exc}"))
+    kube.stop()
+
+
 @contextlib.contextmanager
 def served(nodes: int, seed: int, write_delay: float = 0.0):
     """``(kube, server process, port, node names, startup seconds)``: the fake API server with the
-    synthetic cluster, and the extender serving it, synced."""
-    kube = FakeKube().start()
+    synthetic cluster (a :class:`KubeProcess`), and the extender serving it, synced."""
+    kube = KubeProcess()
     objects = cluster_objects(nodes, seed=seed)
-    for obj in objects:
-        kube.create("nodes" if obj["kind"] == "Node" else "pods", obj)
+    kube.load(objects)
     names = [o["metadata"]["name"] for o in objects if o["kind"] == "Node"]
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "kubeconfig"
@@ -114,7 +171,7 @@ def served(nodes: int, seed: int, write_delay: float = 0.0):
         try:
             started = time.monotonic()
             wait_ready(port, timeout=600)
-            kube.write_delay = write_delay
+            kube.set("write_delay", write_delay)
             yield kube, server, port, names, time.monotonic() - started
         finally:
             server.terminate()
@@ -135,14 +192,19 @@ def choose(connection, base: str, pod: dict, names_json: bytes, taken: set, spen
     if len(passed) > 1:
         scores, more = post(connection, f"{base}/prioritize", filter_body(pod, orjson.dumps(passed)))
         server_ms += more
-        ranked = sorted(scores, key=lambda s: -s["Score"])
-        passed = [next((s["Host"] for s in ranked if s["Host"] not in taken), ranked[0]["Host"])]
+        # the first best score, as a stable sort would rank it, in one pass (kube-scheduler's
+        # selectHost is one pass too); a node an earlier pod took only if every node was taken
+        free = [s for s in scores if s["Host"] not in taken] or scores
+        passed = [max(free, key=_score)["Host"]]
     if spent is not None:
         spent.append(server_ms)
     if passed:
         taken.add(passed[0])
         return passed[0]
     return None
+
+
+_score = operator.itemgetter("Score")
 
 
 def bind_body(pod: dict, node: str) -> bytes:
@@ -259,8 +321,8 @@ def watched_events(port: int) -> float:
 def measure_watch(nodes: int, events: int, seed: int) -> dict:
     """A burst of ``events`` status changes (MODIFIED, a new Ready condition time) to the bound
     pods, round-robin, written at once: the extender's CPU per event and the wall time until its
-    watch has applied them all (a rate the fake API server's own serializing, in the driver's
-    process on the other core, may bound first). The end is seen by polling the extender's
+    watch has applied them all (a rate the fake API server's own serializing, in its process
+    on the other core, may bound first). The end is seen by polling the extender's
     metrics every 50 ms; the polls' own CPU (a scrape's, measured before) is subtracted."""
     with served(nodes, seed) as (kube, server, port, _, _):
         bound = [p for p in kube.objects("pods") if (p.get("spec") or {}).get("nodeName")]
