@@ -307,12 +307,6 @@ class Ledger:
         at = np.flatnonzero(last.rows == row)
         return last.result.take(at[:1]) if len(at) else None
 
-    def _kept_choice(self, request: GPURequest, row: int) -> Evaluation | None:
-        """A row-local strategy's kept answer for ``row`` when the row has not changed since it was
-        worked out (as prioritize left it): exact for the row as it is, at no evaluation."""
-        kept = self._evaluations.peek(request.placement_key, row)
-        return None if kept is None else Evaluation(*kept)
-
     def check(self, request: GPURequest, names: list) -> np.ndarray:
         """:meth:`check_rows` by node names."""
         return self.check_rows(request, self.state.rows(names))
@@ -361,7 +355,7 @@ class Ledger:
                 self.counters.rejected += 1
                 raise BindRejected(f"node {node} is unknown to the GPU-share extender")
             # the row's GPU use cannot change while its lock is held: a cached evaluation is exact
-            result = self._last_choice(request, row) if not self._row_local else self._kept_choice(request, row)
+            result = self._last_choice(request, row) if not self._row_local else None
             if result is None:
                 result = self.evaluate_rows(request, np.array([row]), score=False)
             result = self.hold_back(request, np.array([row]), result, priority, pod.uid, score=False)

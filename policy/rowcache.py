@@ -60,20 +60,6 @@ class RowCache:
                 return tuple(np.zeros((len(rows),) + a.shape[1:], dtype=a.dtype) for a in arrays)
             return tuple(a.take(safe, axis=0) for a in arrays)
 
-    def peek(self, key: Hashable, row: int) -> tuple | None:
-        """The kept arrays for ``key`` at ``row`` (each with a first axis of 1) when the row has not
-        changed since they were computed, without refreshing anything; else None."""
-        state = self._state
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            now = state.mark()
-            version = state.array("version")[row] if row < now.rows else -1
-            if entry.mark[1:] != now[1:] or not 0 <= version <= entry.mark.generation:
-                return None
-            return tuple(a[row:row + 1].copy() for a in entry.arrays)
-
     def _current(self, key: Hashable, compute: Callable) -> tuple:
         state = self._state
         mark = state.mark()
