@@ -114,14 +114,19 @@ class KubeProcess:
     def _receive(self):
         """The child's next message; an error, not a hang, if it died (e.g. a caller's script
         without an ``if __name__ == "__main__"`` guard, which ``spawn`` needs)."""
-        while not self._pipe.poll(0.5):
+        while True:
+            try:
+                if self._pipe.poll(0.5):
+                    return self._pipe.recv()
+            except (EOFError, OSError):  # its end of the pipe closed: it is ending
+                self._process.join(5)
             if not self._process.is_alive():
                 raise RuntimeError(f"the fake API server's process ended (exit code {self._process.exitcode})")
-        return self._pipe.recv()
 
     def __getattr__(self, method: str):
         def call(*args):
-            self._pipe.send((method, args))
+            with contextlib.suppress(OSError):  # a child that is gone: _receive says so
+                self._pipe.send((method, args))
             ok, value = self._receive()
             if not ok:
                 raise RuntimeError(f"fake API server: {method}: {value}")
