@@ -144,9 +144,12 @@ class KubeProcess:
 def _serve_kube(pipe) -> None:
     """:class:`KubeProcess`'s child: a FakeKube answering the parent's calls until told to stop."""
     kube = FakeKube().start()
-    extra = {"load": lambda objects: [kube.create("nodes" if o["kind"] == "Node" else "pods", o) for o in objects]
-             and None,
-             "set": lambda name, value: setattr(kube, name, value)}
+
+    def load(objects: list) -> None:
+        for obj in objects:
+            kube.create("nodes" if obj["kind"] == "Node" else "pods", obj)
+
+    extra = {"load": load, "set": lambda name, value: setattr(kube, name, value)}
     pipe.send(kube.url)
     while (message := pipe.recv()) is not None:
         method, args = message
