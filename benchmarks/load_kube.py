@@ -191,6 +191,9 @@ def filter_body(pod: dict, names_json: bytes) -> bytes:
     return b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":null,"NodeNames":' + names_json + b"}"
 
 
+_score = operator.itemgetter("Score")
+
+
 def choose(connection, base: str, pod: dict, names_json: bytes, taken: set, spent: list | None = None) -> str | None:
     """kube-scheduler's cycle for one pod: filter, prioritize, the best node no earlier pod took
     (decided before any bind, so pods do not collide). The server's own time (``Server-Timing``,
@@ -210,9 +213,6 @@ def choose(connection, base: str, pod: dict, names_json: bytes, taken: set, spen
         taken.add(passed[0])
         return passed[0]
     return None
-
-
-_score = operator.itemgetter("Score")
 
 
 def bind_body(pod: dict, node: str) -> bytes:
