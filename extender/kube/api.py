@@ -60,19 +60,43 @@ class RawApi:
         return {**self._client.default_headers, **auth}
 
     def _request(self, method: str, path: str, body: dict, content_type: str = "application/json") -> dict:
-        headers = {**self._headers(path, method), "Accept": "application/json", "Content-Type": content_type}
-        data = orjson.dumps(body)
+        (reply,) = self._send([(method, path, body, content_type)])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def _send(self, requests: list[tuple[str, str, dict, str]]) -> list:
+        """Per ``(method, path, body, content type)``, the reply as JSON or the exception that failed
+        it (an ``ApiException`` for a status not 2xx); pipelined on one connection where the
+        transport is ours, else one after another."""
+        sent = [(method, path,
+                 {**self._headers(path, method), "Accept": "application/json", "Content-Type": content_type},
+                 orjson.dumps(body)) for method, path, body, content_type in requests]
         if self._direct is not None:
-            status, reason, reply = self._direct.request(method, self._prefix + path, headers, data)
+            replies = self._direct.pipeline([(method, self._prefix + path, headers, data)
+                                             for method, path, headers, data in sent])
         else:
-            response = self._pool.request(method, self._host + path, body=data, headers=headers,
-                                          timeout=self._timeout, retries=False, preload_content=True)
-            status, reason, reply = response.status, response.reason, response.data
+            replies = [self._pooled(*request) for request in sent]
+        return [reply if isinstance(reply, Exception) else self._json(*reply) for reply in replies]
+
+    def _pooled(self, method: str, path: str, headers: dict, data: bytes):
+        try:
+            response = self._pool.request(method, self._host + path, body=data,
+                                          headers=headers, timeout=self._timeout, retries=False,
+                                          preload_content=True)
+        except Exception as exc:  # noqa: BLE001 - handed back as this request's failure
+            return exc
+        return response.status, response.reason, response.data
+
+    def _json(self, status: int, reason: str, reply: bytes):
         if not 200 <= status < 300:
             error = self._error(status=status, reason=reason)
             error.body = reply
-            raise error
-        return orjson.loads(reply or b"{}")
+            return error
+        try:
+            return orjson.loads(reply or b"{}")
+        except orjson.JSONDecodeError as exc:
+            return exc
 
     def patch_pod(self, namespace: str, name: str, body: dict) -> dict:
         """A JSON merge patch of a pod (``metadata.annotations`` here)."""
@@ -82,8 +106,10 @@ class RawApi:
     def create_binding(self, namespace: str, name: str, body: dict) -> dict:
         return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding", body)
 
-    def create_event(self, namespace: str, body: dict) -> dict:
-        return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body)
+    def create_events(self, events: list[tuple[str, dict]]) -> list:
+        """Create each ``(namespace, Event)``: per event, the reply or the exception that failed it."""
+        return self._send([("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body, "application/json")
+                           for namespace, body in events])
 
 
 def direct_client(configuration, timeout: float) -> KeepAliveClient | None:

@@ -10,6 +10,8 @@ open, with a parser that reads only what a reply needs. Contract:
 * ``request(method, path, headers, body)`` → ``(status, reason, data)``;
   a transport failure raises :class:`OSError` (``ssl.SSLError`` and
   :class:`ReplyError` for a reply it cannot read are ``OSError`` too);
+  ``pipeline(requests)`` sends several at once and answers each with its
+  reply or its error (for writes that may wait and go together: Events);
 * a request is sent once, never retried: a write that may have reached the
   server is the caller's to judge. A kept connection is reused only if it is
   quiet (a zero-timeout poll finds nothing to read: a peer that closed it, or
@@ -47,19 +49,42 @@ class KeepAliveClient:
         self._local = threading.local()
 
     def request(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, str, bytes]:
+        (reply,) = self.pipeline([(method, path, headers, body)])
+        if isinstance(reply, OSError):
+            raise reply
+        return reply
+
+    def pipeline(self, requests: list[tuple[str, str, dict, bytes]]) -> list:
+        """Send every ``(method, path, headers, body)`` at once on one connection (HTTP/1.1
+        pipelining: one write and one wake-up for many requests), then read the replies in
+        order. Per request, ``(status, reason, data)``, or the :class:`OSError` that cut it off
+        (a failure ends the connection: that request and every later one get it; a reply that
+        closes the connection leaves the later ones unanswered, never sent again)."""
         conn = self._connection()
-        head = [f"{method} {path} HTTP/1.1\r\n".encode("latin-1"), self._host_header]
-        head += [f"{k}: {v}\r\n".encode("latin-1") for k, v in headers.items()]
-        head.append(f"Content-Length: {len(body)}\r\n\r\n".encode())
+        data = b"".join(self._head(*request) for request in requests)
+        replies: list = []
         try:
-            conn.sock.sendall(b"".join(head) + body)
-            status, reason, data, keep = _read_reply(conn.reader, method)
+            conn.sock.sendall(data)
+            for method, *_ in requests:
+                status, reason, body, keep = _read_reply(conn.reader, method)
+                replies.append((status, reason, body))
+                if not keep:
+                    self._drop()
+                    break
+        except OSError as exc:
+            self._drop()
+            return replies + [exc] * (len(requests) - len(replies))
         except BaseException:
             self._drop()
             raise
-        if not keep:
-            self._drop()
-        return status, reason, data
+        unanswered = ReplyError("the server closed the connection before answering this request")
+        return replies + [unanswered] * (len(requests) - len(replies))
+
+    def _head(self, method: str, path: str, headers: dict, body: bytes) -> bytes:
+        head = [f"{method} {path} HTTP/1.1\r\n".encode("latin-1"), self._host_header]
+        head += [f"{k}: {v}\r\n".encode("latin-1") for k, v in headers.items()]
+        head.append(f"Content-Length: {len(body)}\r\n\r\n".encode())
+        return b"".join(head) + body
 
     def _connection(self) -> "_Conn":
         conn = getattr(self._local, "conn", None)

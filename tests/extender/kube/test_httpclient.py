@@ -113,6 +113,44 @@ def test_an_idle_connection_closed_by_the_peer_is_not_reused(scripted):
     assert server.connections == 2
 
 
+def test_a_pipeline_sends_every_request_before_it_reads_a_reply():
+    """A server that answers only once all three requests have arrived: a client that waited
+    for each reply before sending the next would time out here."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = []
+
+    def serve():
+        sock, _ = listener.accept()
+        data = b""
+        with sock:
+            while data.count(b"\r\n\r\n") < 3:
+                data += sock.recv(65536)
+            received.append(data)
+            sock.sendall(OK + b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}" + OK)
+            sock.recv(1)
+
+    threading.Thread(target=serve, daemon=True).start()
+    c = KeepAliveClient("127.0.0.1", listener.getsockname()[1], timeout=2)
+    replies = c.pipeline([("POST", f"/e/{i}", {}, b"") for i in range(3)])
+    assert replies == [(201, "Created", b'{"a": true}'), (409, "Conflict", b"{}"), (201, "Created", b'{"a": true}')]
+    assert [line.split(b" ")[1] for line in received[0].split(b"\r\n") if line.startswith(b"POST")] == \
+        [b"/e/0", b"/e/1", b"/e/2"]
+    listener.close()
+
+
+def test_a_pipeline_cut_short_fails_the_rest_and_a_closing_reply_leaves_the_rest_unanswered(scripted):
+    server = scripted(OK, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", OK)
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
+    first, second, third = c.pipeline([("POST", "/", {}, b"{}")] * 3)
+    assert first[0] == 201 and second[0] == 200
+    assert isinstance(third, ReplyError) and "before answering" in str(third)
+    assert c._local.conn is None
+    cut = scripted(OK, lambda sock: (sock.sendall(b"HTTP/1.1 20"), sock.close()))
+    c = KeepAliveClient("127.0.0.1", cut.port, timeout=5)
+    replies = c.pipeline([("POST", "/", {}, b"{}")] * 3)
+    assert replies[0][0] == 201 and all(isinstance(r, ReplyError) for r in replies[1:])
+
+
 @pytest.mark.parametrize("reply, message", [
     (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP/1.x status line"),
     (b"HTTP/1.1 2000 Huh\r\n\r\n", "not an HTTP/1.x status line"),

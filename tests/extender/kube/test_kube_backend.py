@@ -29,6 +29,7 @@ def test_syncs_then_binds_with_annotations_on_the_api_pod(kube, started):
 def test_bind_is_idempotent_and_reads_the_pod_from_the_api_when_filter_did_not_see_it(kube, started):
     extender, (p,) = synced(started, kube, [node("gpu-a", "core_mem", gpus=2, gib=15)], [pod("p1", mem=4, core=20)])
     assert bind(extender, p, "gpu-a") == ""  # no filter before: the pod comes from the watch cache
+    wait_until(lambda: extender.cluster.bound_node(p["metadata"]["uid"]) == "gpu-a", what="the watch shows it")
     assert bind(extender, p, "gpu-a") == ""  # the scheduler retried: the pod is already there
     assert len([r for r in kube.requests if r[1].endswith("/binding")]) == 1
     assert "already bound to node gpu-a" in bind(extender, p, "gpu-b")

@@ -55,3 +55,34 @@ def test_a_full_event_queue_drops_the_event_at_once_and_counts_it(kube):
         cluster._event(UNACCOUNTED, meta, "gpu-a", None)
     cluster._event(ALLOCATED, meta, "gpu-a", {})  # returns at once (a blocking put would hang here)
     assert cluster.event_counts() == {(ALLOCATED, "dropped"): 1}
+
+
+def test_a_burst_of_events_goes_in_one_write_and_a_failed_one_is_counted_alone(kube):
+    from extender.kube import backend
+
+    cluster = connect(kube)
+    sent = []
+
+    def create_events(events):
+        sent.append([body["involvedObject"]["name"] for _, body in events])
+        return [ValueError("refused") if body["involvedObject"]["name"] == "p2" else {} for _, body in events]
+
+    cluster.raw.create_events = create_events
+    for i in range(5):
+        cluster._event(ALLOCATED, {"name": f"p{i}", "namespace": "default", "uid": f"u{i}"}, "gpu-a", {})
+    cluster._events.put(None)  # stop after them
+    cluster._send_events()
+    assert sent == [["p0", "p1", "p2", "p3", "p4"]]
+    assert cluster.event_counts() == {(ALLOCATED, "sent"): 4, (ALLOCATED, "failed"): 1}
+    assert backend.EVENT_BATCH >= 5
+
+
+def test_a_batch_of_events_reaches_the_api_server_pipelined(kube):
+    cluster = connect(kube)
+    metas = [{"name": f"p{i}", "namespace": "default", "uid": f"u{i}"} for i in range(3)]
+    replies = cluster.raw.create_events([("default", {"apiVersion": "v1", "kind": "Event",
+                                                      "metadata": {"generateName": "p.", "namespace": "default"},
+                                                      "involvedObject": {"kind": "Pod", **m}, "reason": ALLOCATED,
+                                                      "message": "m", "type": "Normal"}) for m in metas])
+    assert all(isinstance(r, dict) for r in replies)
+    assert [e["involvedObject"]["name"] for e in kube.events] == ["p0", "p1", "p2"]
