@@ -126,7 +126,6 @@ class HTTPServer:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="request")
         self._budget = _Budget(limits.inflight_bytes)
         self._open = 0
-        self._tasks: set = set()  # replies being awaited in the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
         self.started = threading.Event()
@@ -143,7 +142,6 @@ class HTTPServer:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._loop.set_default_executor(self._pool)  # a handler's run_in_executor(None, ...) uses the handler threads
         self._stopped = asyncio.Event()
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -169,16 +167,8 @@ class HTTPServer:
             listening.close()
         for listening in servers:
             await listening.wait_closed()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
         self._pool.shutdown(wait=True)
         self.log.info("stopped serving", extra=fields(port=self.port))
-
-    def _later(self, coroutine) -> None:
-        """Run a handler's awaitable reply in the loop, kept until done (and awaited at stop)."""
-        task = self._loop.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- one connection ---------------------------------------------------------
     def _connection(self, probe_only: bool = False) -> "_Connection":
@@ -366,12 +356,7 @@ class _Connection(asyncio.Protocol):
         self._disarm()
         call = functools.partial(server._respond, request, self.peer)
         if len(request.body) <= self.limits.inline_body_bytes and server.inline(request.method, request.path):
-            reply = call()
-            if isinstance(reply, tuple):
-                self._reply(request, *reply)
-                return
-            self._pause_reading()  # an awaitable: the handler waits on I/O, in the loop
-            server._later(self._replied_later(request, reply))
+            self._reply(request, *call())
             return
         self._pause_reading()
         loop = server._loop
@@ -388,14 +373,6 @@ class _Connection(asyncio.Protocol):
             server._pool.submit(work)
         except RuntimeError:  # the pool is shutting down: the server is stopping
             self.transport.abort()
-
-    async def _replied_later(self, request: Request, pending) -> None:
-        try:
-            reply = await pending
-        except Exception as exc:  # the handler answers its own faults; this is the last line
-            self.server.log.error("internal error outside the app", exc_info=exc)
-            reply = 500, [(b"content-type", b"application/json")], [b'{"Error":"internal error"}']
-        self._replied(request, reply)
 
     def _replied(self, request: Request, reply: tuple) -> None:
         self._reply(request, *reply)

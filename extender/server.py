@@ -7,9 +7,7 @@ idle clients hold no thread) and complete requests run in ``threads`` handler
 threads, so binds (which kube-scheduler sends concurrently, each waiting on the
 API server) run while a filter is served; the ledger's per-node locks make that
 safe. Filter, prioritize and the probes, which only compute, run in the loop's
-thread (:func:`inline`), and so does bind where it has a direct route: its
-checks and reservation there, its write to the API server sent from the loop
-(:meth:`Extender.bind_soon`), so a bind costs no hand-off to a thread and back.
+thread (:func:`inline`).
 """
 
 from __future__ import annotations
@@ -35,16 +33,6 @@ def direct_routes(app) -> dict:
     return verbs.direct() if verbs is not None else {}
 
 
-def routes(app) -> dict:
-    """:class:`HTTPServer`'s ``direct`` and ``inline`` for the app: the verbs' direct routes, and in
-    the loop's thread what :func:`inline` names plus bind's direct route (never Flask's bind,
-    which waits on the cluster in the thread that runs it)."""
-    direct = direct_routes(app)
-    binds = {path for method, path in direct if method == b"POST" and path.endswith(b"/bind")}
-    return {"direct": direct,
-            "inline": lambda method, path: inline(method, path) or (method == b"POST" and path in binds)}
-
-
 class ExtenderServer:
     def __init__(self, config: Config, host: str, port: int, threads: int = 8, factory=create_app,
                  tls_cert: str | None = None, tls_key: str | None = None, client_ca: str | None = None,
@@ -62,7 +50,7 @@ class ExtenderServer:
         app = self._factory(self._config)
         self.http = HTTPServer(app, self._host, self._port, threads=self._threads,
                                limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context,
-                               probe_port=self._probe_port, **routes(app))
+                               probe_port=self._probe_port, inline=inline, direct=direct_routes(app))
         try:
             self.http.run()
         finally:

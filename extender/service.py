@@ -19,7 +19,6 @@ Each verb takes the raw request body and returns the encoded reply. Contract:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -108,20 +107,6 @@ class Recent:
             return self._items.get(key, default)
 
 
-class _Prepared:
-    """A bind ready for the cluster's write: the pod, its reservation (None: no shared GPU) and
-    whether this bind made it."""
-
-    __slots__ = ("pod", "allocation", "created")
-
-    def __init__(self, pod: dict, allocation, created: bool):
-        self.pod, self.allocation, self.created = pod, allocation, created
-
-    @property
-    def annotations(self) -> dict:
-        return self.allocation.annotations if self.allocation is not None else {}
-
-
 class Extender:
     def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000,
                  score_all_pods: bool = False, planning: PlanSettings | None = None):
@@ -136,7 +121,7 @@ class Extender:
         self._by_fields = Recent(1024)  # request_fields of a pod, encoded → what parsing it gave
         self.lists = NodeLists(ledger.state)
         self.replies = ReplyWriter(self.lists)
-        self._pod_locks = [threading.Lock() for _ in range(1024)]  # a bind in the loop finding its lock held goes to a thread
+        self._pod_locks = [threading.Lock() for _ in range(64)]
         self.log = get_logger()
         self.outcomes = Outcomes()
         # the workload's shape mix, learned from the pods filter sees: the strategy's own if it learns one
@@ -303,71 +288,18 @@ class Extender:
         return wire.encode(wire.preemption_reply(result)), 200
 
     def bind(self, body: bytes) -> bytes:
-        args = self._bind_args(body)
-        if isinstance(args, bytes):
-            return args
-        ref = PodRef(args.uid, args.namespace, args.name)
-        return self._bind_reply(args, ref, *self._bind(args, ref))
-
-    def bind_soon(self, body: bytes):
-        """:meth:`bind` for the event loop's thread: the reply, or an awaitable of it when it must
-        wait on the cluster. Its checks and reservation run here; the cluster's write from the loop
-        where the cluster can (``bind_soon``), else the whole bind in a thread of the loop's executor
-        (as for a pod whose lock another bind holds, or a step that reads from the API)."""
-        args = self._bind_args(body)
-        if isinstance(args, bytes):
-            return args
-        ref = PodRef(args.uid, args.namespace, args.name)
-        if not self.ready():
-            return self._bind_reply(args, ref, "not_ready", NOT_SYNCED)
-        if getattr(self.cluster, "bind_soon", None) is None:  # in memory: no wait
-            return self._bind_reply(args, ref, *self._bind(args, ref))
-        lock = self._pod_lock(ref)
-        if not lock.acquire(blocking=False):
-            return self._in_thread(body)
         try:
-            prepared = self._prepare(args, ref, may_read=False)
-        except BaseException:
-            lock.release()
-            raise
-        if prepared is None:  # it must read from the API first
-            lock.release()
-            return self._in_thread(body)
-        if isinstance(prepared, tuple):
-            lock.release()
-            return self._bind_reply(args, ref, *prepared)
-        return self._write_soon(args, ref, prepared, lock)
-
-    async def _in_thread(self, body: bytes) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(None, self.bind, body)
-
-    async def _write_soon(self, args: wire.BindingArgs, ref: PodRef, prepared: "_Prepared", lock) -> bytes:
-        try:
-            try:
-                await self.cluster.bind_soon(prepared.pod, args.node, prepared.annotations)
-            except ClusterError as exc:
-                return self._bind_reply(args, ref, *self._written(args, ref, prepared, exc))
-            return self._bind_reply(args, ref, *self._written(args, ref, prepared, None))
-        finally:
-            lock.release()
-
-    def _bind_args(self, body: bytes):
-        """The request's :class:`wire.BindingArgs`, or the encoded reply refusing it."""
-        try:
-            return wire.parse_binding_args(body)
+            args = wire.parse_binding_args(body)
         except wire.WireError as exc:
             self.log.warning("bind: bad request", extra=fields(error=str(exc)))
             self.outcomes.bound("invalid")
             return wire.encode(wire.bind_reply(str(exc)))
-
-    def _bind_reply(self, args: wire.BindingArgs, ref: PodRef, result: str, error: str) -> bytes:
+        ref = PodRef(args.uid, args.namespace, args.name)
+        result, error = self._bind(args, ref)
         self.outcomes.bound(result)
         if error:
             self.log.info("bind refused", extra=fields(pod=str(ref), uid=ref.uid, node=args.node, error=error))
         return wire.encode(wire.bind_reply(error))
-
-    def _pod_lock(self, ref: PodRef) -> threading.Lock:
-        return self._pod_locks[hash(ref.uid) % len(self._pod_locks)]
 
     def _bind(self, args: wire.BindingArgs, ref: PodRef) -> tuple[str, str]:
         """``(result, error)``: one of :data:`extender.outcomes.BIND_RESULTS` and the reply's ``Error``."""
@@ -375,31 +307,17 @@ class Extender:
             return "not_ready", NOT_SYNCED
         # One bind per pod at a time: kube-scheduler may retry a pod whose earlier
         # bind is still running, and a failed Binding is read back before the share is released.
-        with self._pod_lock(ref):
-            prepared = self._prepare(args, ref, may_read=True)
-            if isinstance(prepared, tuple):
-                return prepared
-            try:
-                self.cluster.bind(prepared.pod, args.node, prepared.annotations)
-            except ClusterError as exc:
-                return self._written(args, ref, prepared, exc)
-            return self._written(args, ref, prepared, None)
+        with self._pod_locks[hash(ref.uid) % len(self._pod_locks)]:
+            return self._bind_locked(args, ref)
 
-    def _prepare(self, args: wire.BindingArgs, ref: PodRef, may_read: bool):
-        """Under the pod's lock, before the cluster's write: the pod and its reservation
-        (:class:`_Prepared`), or ``(result, error)`` refusing the bind; None where it would
-        have to read from the cluster and ``may_read`` is False (nothing has changed then)."""
+    def _bind_locked(self, args: wire.BindingArgs, ref: PodRef) -> tuple[str, str]:
         existing = self.ledger.allocation(ref.uid)
         if existing is not None and existing.node != args.node:
-            if not may_read and not (existing.committed or existing.confirmed):
-                return None
             result, error = self._replace_stale(existing, ref)
             if error:
                 return result, error
         seen = self.pods.get(args.uid)
         if seen is None:
-            if not may_read:
-                return None
             pod = self.cluster.get_pod(args.namespace, args.name, args.uid)
             if pod is None:
                 return "invalid", (f"pod {ref} (uid {ref.uid}) is unknown to the extender: bind needs the Pod "
@@ -420,20 +338,15 @@ class Extender:
                 allocation.labels = labels_of(pod)
             except BindRejected as exc:
                 return "refused", str(exc)
-        return _Prepared(pod, allocation, created)
-
-    def _written(self, args: wire.BindingArgs, ref: PodRef, prepared: "_Prepared",
-                 failure: ClusterError | None) -> tuple[str, str]:
-        """After the cluster's write (``failure`` None: it succeeded): the reservation committed, or
-        released unless the outcome is unknown."""
-        allocation = prepared.allocation
-        if failure is not None:
-            if prepared.created and not failure.ambiguous:
+        try:
+            self.cluster.bind(pod, args.node, allocation.annotations if allocation else {})
+        except ClusterError as exc:
+            if created and not exc.ambiguous:
                 self.ledger.release(ref.uid)
-            elif failure.ambiguous:
+            elif exc.ambiguous:
                 self.log.warning("bind outcome unknown; the reservation is kept", extra=fields(
-                    pod=str(ref), uid=ref.uid, node=args.node, error=str(failure)))
-            return "failed", f"binding pod {ref} to node {args.node} failed: {failure}"
+                    pod=str(ref), uid=ref.uid, node=args.node, error=str(exc)))
+            return "failed", f"binding pod {ref} to node {args.node} failed: {exc}"
         if allocation is not None:
             allocation.committed = True
             if self.log.isEnabledFor(logging.INFO):

@@ -11,9 +11,6 @@ the extender's reply, a one-line 500 for a handler fault, ``Server-Timing``
 and the duration histogram. :meth:`Verbs.direct` gives the
 :class:`~extender.httpserver.HTTPServer` a handler per exact ``POST`` path;
 any other request (another method, a path spelt otherwise) reaches Flask.
-Served there, bind runs in the server's event loop (:meth:`Verbs.reply_soon`):
-its handler answers at once or gives an awaitable of the reply while the
-cluster's write is on its way.
 """
 
 from __future__ import annotations
@@ -48,7 +45,6 @@ class Verbs:
             "preempt": extender.preempt,
             "bind": lambda body: (extender.bind(body), 200),
         }
-        self._bind_soon = extender.bind_soon  # the direct path's bind, in the event loop (see direct)
         self.log = get_logger()
 
     def reply(self, verb: str, path: str, content_type: str | None, body: bytes,
@@ -64,64 +60,28 @@ class Verbs:
             try:
                 data, status = self._handlers[verb](body)
             except Exception as exc:  # the handler's fault: logged whole, answered in one line
-                status, data = self._fault(exc, path)
-        return self._done(verb, started, status, data)
-
-    def reply_soon(self, verb: str, path: str, content_type: str | None, body: bytes):
-        """:meth:`reply` for the event loop's thread: the reply, or an awaitable of it where the
-        verb waits on the cluster (bind, :meth:`Extender.bind_soon`)."""
-        if verb != "bind" or mimetype(content_type) != JSON:
-            return self.reply(verb, path, content_type, body)
-        started = time.perf_counter()
-        try:
-            data = self._bind_soon(body)
-        except Exception as exc:  # the handler's fault: logged whole, answered in one line
-            return self._done(verb, started, *self._fault(exc, path))
-        if isinstance(data, bytes):
-            return self._done(verb, started, 200, data)
-        return self._later(verb, path, started, data)
-
-    async def _later(self, verb: str, path: str, started: float, pending) -> Reply:
-        try:
-            status, data = 200, await pending
-        except Exception as exc:  # the handler's fault: logged whole, answered in one line
-            status, data = self._fault(exc, path)
-        return self._done(verb, started, status, data)
-
-    def _fault(self, exc: Exception, path: str) -> tuple[int, bytes]:
-        self.log.error("internal error", exc_info=exc, extra=fields(path=path))
-        return 500, wire.encode({"Error": f"internal error in the GPU-share extender: {type(exc).__name__}"})
-
-    def _done(self, verb: str, started: float, status: int, data: bytes) -> Reply:
+                self.log.error("internal error", exc_info=exc, extra=fields(path=path))
+                status, data = 500, wire.encode({"Error": "internal error in the GPU-share extender: "
+                                                          f"{type(exc).__name__}"})
         seconds = time.perf_counter() - started
         self._metrics.observe(verb, seconds)
         return status, [("Content-Type", JSON), ("Server-Timing", timing(seconds))], data
 
     def direct(self) -> dict[tuple[bytes, bytes], Callable]:
         """``{(b"POST", path): handler(headers, body) -> (status, headers, chunks)}`` for
-        :class:`~extender.httpserver.HTTPServer` (header names lower case, as extender.httpparse gives them);
-        bind's handler, run in the server's loop, may give an awaitable of that instead."""
+        :class:`~extender.httpserver.HTTPServer` (header names lower case, as extender.httpparse gives them)."""
         def handler(verb: str, path: str):
             def serve(headers: list[tuple[bytes, bytes]], body: bytes):
                 content_type = None
                 for name, value in headers:
                     if name == b"content-type":
                         content_type = value.decode("latin-1")
-                reply = self.reply_soon(verb, path, content_type, body)
-                return _raw(reply) if isinstance(reply, tuple) else _raw_later(reply)
+                status, out, data = self.reply(verb, path, content_type, body)
+                return status, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out], [data]
             return serve
 
         return {(b"POST", f"{self._prefix}/{verb}".encode()): handler(verb, f"{self._prefix}/{verb}")
                 for verb in VERBS}
-
-
-def _raw(reply: Reply) -> tuple:
-    status, out, data = reply
-    return status, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out], [data]
-
-
-async def _raw_later(pending) -> tuple:
-    return _raw(await pending)
 
 
 def timing(seconds: float) -> str:

@@ -22,7 +22,6 @@ it; it is asked again at most once per :data:`AUTH_TTL` seconds.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import ssl
 import threading
@@ -31,7 +30,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from extender.kube.httpclient import KeepAliveClient, LoopClient
+from extender.kube.httpclient import KeepAliveClient
 
 AUTH_TTL = 1.0  # seconds an auth header is reused before the client is asked again
 
@@ -46,19 +45,14 @@ class RawApi:
         self._timeout = timeout
         self._error = ApiException
         self._direct = direct_client(api_client.configuration, timeout)
-        self._loop_client = loop_client(api_client.configuration, timeout)
         self._prefix = urlsplit(self._host).path  # a host URL may carry a path (an API proxy's)
         self._auth_lock = threading.Lock()
         self._auth: tuple[float, dict] = (float("-inf"), {})
 
-    def _headers(self, path: str, method: str, refresh: bool = True) -> dict | None:
-        """The request's headers with the auth header; None, without ``refresh``, if the one
-        kept has expired (asking the client for it may read a file or run a plugin)."""
+    def _headers(self, path: str, method: str) -> dict:
         now = time.monotonic()
         expires, auth = self._auth
         if now >= expires:
-            if not refresh:
-                return None
             auth = {}
             with self._auth_lock:
                 self._client.update_params_for_auth(auth, [], ["BearerToken"], path, method, None)
@@ -104,24 +98,6 @@ class RawApi:
         except orjson.JSONDecodeError as exc:
             return exc
 
-    @property
-    def in_loop(self) -> bool:
-        """Whether :meth:`create_binding_soon` can run in an event loop (not through a proxy)."""
-        return self._loop_client is not None
-
-    async def create_binding_soon(self, namespace: str, name: str, body: dict) -> dict:
-        """:meth:`create_binding` from an event loop, raising as it does. The auth header is
-        refreshed in a thread (it may read a token file or run a plugin), never in the loop."""
-        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding"
-        headers = self._headers(path, "POST", refresh=False)
-        if headers is None:
-            headers = await asyncio.get_running_loop().run_in_executor(None, self._headers, path, "POST")
-        headers = {**headers, "Accept": "application/json", "Content-Type": "application/json"}
-        reply = self._json(*await self._loop_client.request("POST", self._prefix + path, headers, orjson.dumps(body)))
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
     def patch_pod(self, namespace: str, name: str, body: dict) -> dict:
         """A JSON merge patch of a pod (``metadata.annotations`` here)."""
         return self._request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body,
@@ -139,17 +115,6 @@ class RawApi:
 def direct_client(configuration, timeout: float) -> KeepAliveClient | None:
     """A :class:`KeepAliveClient` for the configuration's host, or None where only the client's
     own transport will do (a proxy, or a scheme other than http/https)."""
-    where = _direct_address(configuration, timeout)
-    return KeepAliveClient(*where[:3], **where[3]) if where is not None else None
-
-
-def loop_client(configuration, timeout: float) -> LoopClient | None:
-    """The same, for an event loop (:class:`LoopClient`)."""
-    where = _direct_address(configuration, timeout)
-    return LoopClient(*where[:3], **where[3]) if where is not None else None
-
-
-def _direct_address(configuration, timeout: float):
     from kubernetes.client.rest import should_bypass_proxies
 
     if configuration.proxy and not should_bypass_proxies(configuration.host, configuration.no_proxy or ""):
@@ -161,9 +126,9 @@ def _direct_address(configuration, timeout: float):
         return None
     port = url.port or (443 if url.scheme == "https" else 80)
     if url.scheme == "http":
-        return url.hostname, port, timeout, {}
-    return url.hostname, port, timeout, {"tls": tls_context(configuration),
-                                         "server_hostname": configuration.tls_server_name or url.hostname}
+        return KeepAliveClient(url.hostname, port, timeout)
+    return KeepAliveClient(url.hostname, port, timeout, tls_context(configuration),
+                           configuration.tls_server_name or url.hostname)
 
 
 def tls_context(configuration) -> ssl.SSLContext:

@@ -33,7 +33,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import queue
@@ -77,19 +76,6 @@ def _namespaced_name(obj: dict) -> str:
 def _node_name(pod: dict) -> str | None:
     """What the pod store keeps of a pod: the node it is bound to."""
     return (pod.get("spec") or {}).get("nodeName")
-
-
-def _stale_keys(meta: dict, annotations: dict) -> list:
-    """Keys of ours on the pod that this allocation does not use (a Binding's merge cannot remove them)."""
-    return [k for k in A.ALL_KEYS if k not in annotations and k in (meta.get("annotations") or {})]
-
-
-def _binding(meta: dict, node: str, annotations: dict) -> dict:
-    """The Binding of the pod to ``node``, carrying the allocation's annotations."""
-    return {"apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": meta.get("name") or "", "namespace": meta.get("namespace") or "default",
-                         "uid": meta.get("uid") or "", **({"annotations": dict(annotations)} if annotations else {})},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
 
 
 def _trim(obj: dict) -> dict:
@@ -269,61 +255,31 @@ class KubernetesCluster:
         # no window where the pod carries an allocation it does not have, or the
         # reverse. A merge cannot remove keys, so keys of ours this allocation does
         # not use (left by an earlier attempt or another writer) are cleared first.
-        stale = _stale_keys(meta, annotations)
+        stale = [k for k in A.ALL_KEYS if k not in annotations and k in (meta.get("annotations") or {})]
         if stale:
             self._patch_annotations(namespace, name, uid, dict.fromkeys(stale))
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": name, "namespace": namespace, "uid": uid,
+                                **({"annotations": dict(annotations)} if annotations else {})},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            self._write(self.raw.create_binding, namespace, name, _binding(meta, node, annotations))
+            self._write(self.raw.create_binding, namespace, name, binding)
         except ClusterError as failure:
-            found = self._after_failed_binding(failure, pod, node, annotations)
-            if found == "unbound":
+            try:
+                current = self._read_pod(namespace, name)
+            except ClusterError:
+                failure.ambiguous = True  # the Binding may exist; leave everything as it is
                 raise failure from None
-            if found == "as is":
-                return
+            bound_to = (current.get("spec") or {}).get("nodeName") if current and _uid(current) == uid else None
+            if bound_to != node:
+                raise failure
+            # the Binding exists after all (a reply lost after the write, or an earlier
+            # attempt's): the pod must carry this allocation, not that attempt's
+            if not annotations or _ours((current.get("metadata") or {}).get("annotations") or {}) == _ours(annotations):
+                return  # nothing new to say: the pod is where, and as, this bind wants it
+            self._patch_annotations(namespace, name, uid, _ours(annotations))
         if annotations:
             self._event(ALLOCATED, meta, node, annotations)
-
-    async def bind_soon(self, pod: dict, node: str, annotations: dict) -> None:
-        """:meth:`bind` for the event loop's thread: the common case (the watch shows the pod
-        unbound, no stale keys of ours on it) sends its one Binding from the loop; anything
-        else — a repeated bind, a patch first, a failed Binding's read-back — runs in a thread."""
-        loop = asyncio.get_running_loop()
-        meta = pod.get("metadata") or {}
-        if not self.raw.in_loop or self.bound_node(meta.get("uid") or "") or _stale_keys(meta, annotations):
-            return await loop.run_in_executor(None, self.bind, pod, node, annotations)
-        try:
-            await self.raw.create_binding_soon(meta.get("namespace") or "default", meta.get("name") or "",
-                                               _binding(meta, node, annotations))
-        except Exception as exc:  # noqa: BLE001 - sockets, TLS and the API raise many types; all mean "failed"
-            failure = _cluster_error(exc)
-            found = await loop.run_in_executor(None, self._after_failed_binding, failure, pod, node, annotations)
-            if found == "unbound":
-                raise failure from None
-            if found == "as is":
-                return
-        if annotations:
-            self._event(ALLOCATED, meta, node, annotations)
-
-    def _after_failed_binding(self, failure: ClusterError, pod: dict, node: str, annotations: dict) -> str:
-        """After a failed Binding, the pod read back: ``"unbound"`` (not on ``node``), ``"as is"`` (on
-        it, carrying this allocation already) or ``"patched"`` (on it, now made to carry this
-        allocation); ``failure`` marked ambiguous and raised if the pod cannot be read."""
-        meta = pod.get("metadata") or {}
-        name, namespace, uid = meta.get("name") or "", meta.get("namespace") or "default", meta.get("uid") or ""
-        try:
-            current = self._read_pod(namespace, name)
-        except ClusterError:
-            failure.ambiguous = True  # the Binding may exist; leave everything as it is
-            raise failure from None
-        bound_to = (current.get("spec") or {}).get("nodeName") if current and _uid(current) == uid else None
-        if bound_to != node:
-            return "unbound"
-        # the Binding exists after all (a reply lost after the write, or an earlier
-        # attempt's): the pod must carry this allocation, not that attempt's
-        if not annotations or _ours((current.get("metadata") or {}).get("annotations") or {}) == _ours(annotations):
-            return "as is"
-        self._patch_annotations(namespace, name, uid, _ours(annotations))
-        return "patched"
 
     def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
         """The node the API shows the pod bound to now (None: unbound or gone)."""

@@ -25,7 +25,6 @@ open, with a parser that reads only what a reply needs. Contract:
 
 from __future__ import annotations
 
-import asyncio
 import select
 import socket
 import ssl
@@ -46,7 +45,7 @@ class KeepAliveClient:
         self._timeout = timeout
         self._tls = tls
         self._server_hostname = server_hostname or host
-        self._host_header = _host_header(host, port)
+        self._host_header = f"Host: {host if ':' not in host else f'[{host}]'}:{port}\r\n".encode()
         self._local = threading.local()
 
     def request(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, str, bytes]:
@@ -62,7 +61,7 @@ class KeepAliveClient:
         (a failure ends the connection: that request and every later one get it; a reply that
         closes the connection leaves the later ones unanswered, never sent again)."""
         conn = self._connection()
-        data = b"".join(_request_bytes(self._host_header, *request) for request in requests)
+        data = b"".join(self._head(*request) for request in requests)
         replies: list = []
         try:
             conn.sock.sendall(data)
@@ -80,6 +79,12 @@ class KeepAliveClient:
             raise
         unanswered = ReplyError("the server closed the connection before answering this request")
         return replies + [unanswered] * (len(requests) - len(replies))
+
+    def _head(self, method: str, path: str, headers: dict, body: bytes) -> bytes:
+        head = [f"{method} {path} HTTP/1.1\r\n".encode("latin-1"), self._host_header]
+        head += [f"{k}: {v}\r\n".encode("latin-1") for k, v in headers.items()]
+        head.append(f"Content-Length: {len(body)}\r\n\r\n".encode())
+        return b"".join(head) + body
 
     def _connection(self) -> "_Conn":
         conn = getattr(self._local, "conn", None)
@@ -102,96 +107,6 @@ class KeepAliveClient:
         self._local.conn = None
         if conn is not None:
             conn.close()
-
-
-class LoopClient:
-    """:class:`KeepAliveClient`'s requests for an asyncio event loop: ``await request(...)`` gives
-    ``(status, reason, data)`` or raises :class:`OSError`, with the same reply checks and limits,
-    sent once, never retried. Kept connections wait in a pool of the loop that made them (a
-    request takes one, or opens one; a kept one that reached EOF is closed), so concurrent
-    requests each have their own; ``timeout`` bounds each request as a whole."""
-
-    def __init__(self, host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None,
-                 server_hostname: str | None = None, keep: int = 32):
-        self._address = (host, port)
-        self._timeout = timeout
-        self._tls = tls
-        self._server_hostname = (server_hostname or host) if tls is not None else None
-        self._host_header = _host_header(host, port)
-        self._keep = keep  # most idle connections kept
-        self._idle: list = []
-        self._loop = None
-
-    async def request(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, str, bytes]:
-        try:
-            return await asyncio.wait_for(self._exchange(method, path, headers, body), self._timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no reply within {self._timeout:g} s") from None
-
-    async def _exchange(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, str, bytes]:
-        reader, writer = await self._connection()
-        try:
-            writer.write(_request_bytes(self._host_header, method, path, headers, body))
-            steps = _reply_steps(method)
-            kind, n = next(steps)
-            try:
-                while True:
-                    kind, n = steps.send(await _fetch(reader, kind, n))
-            except StopIteration as done:
-                status, reason, data, keep = done.value
-        except BaseException:
-            writer.close()
-            raise
-        if keep and len(self._idle) < self._keep:
-            self._idle.append((reader, writer))
-        else:
-            writer.close()
-        return status, reason, data
-
-    async def _connection(self):
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # connections belong to the loop that opened them
-            self._loop, self._idle = loop, []
-        while self._idle:
-            reader, writer = self._idle.pop()
-            if not reader.at_eof() and not writer.is_closing():
-                return reader, writer
-            writer.close()
-        return await asyncio.open_connection(*self._address, ssl=self._tls, server_hostname=self._server_hostname,
-                                             limit=MAX_HEAD + 2)
-
-    def close(self) -> None:
-        for _, writer in self._idle:
-            writer.close()
-        self._idle = []
-
-
-async def _fetch(reader: asyncio.StreamReader, kind: str, n: int) -> bytes:
-    """What a :func:`_reply_steps` step asks for, from a stream (the checks of :func:`_read_reply`)."""
-    try:
-        if kind == "line":
-            return _line(await reader.readuntil(b"\n"), n)
-        if kind == "exactly":
-            return await reader.readexactly(n)
-    except asyncio.IncompleteReadError as cut:
-        return _line(cut.partial, n) if kind == "line" else _exactly(cut.partial, n)
-    except asyncio.LimitOverrunError:
-        raise ReplyError("reply head over the limit of 64 KiB") from None
-    data = b""
-    while len(data) < n and (more := await reader.read(n - len(data))):
-        data += more
-    return data
-
-
-def _host_header(host: str, port: int) -> bytes:
-    return f"Host: {host if ':' not in host else f'[{host}]'}:{port}\r\n".encode()
-
-
-def _request_bytes(host_header: bytes, method: str, path: str, headers: dict, body: bytes) -> bytes:
-    head = [f"{method} {path} HTTP/1.1\r\n".encode("latin-1"), host_header]
-    head += [f"{k}: {v}\r\n".encode("latin-1") for k, v in headers.items()]
-    head.append(f"Content-Length: {len(body)}\r\n\r\n".encode())
-    return b"".join(head) + body
 
 
 class _Conn:
@@ -220,13 +135,11 @@ def _quiet(sock: socket.socket) -> bool:
     return not readable
 
 
-def _reply_steps(method: str):
-    """One reply, read as steps: yields what to read next — ``("line", budget)``, ``("exactly", n)``
-    or ``("rest", limit)`` — is sent those bytes, and returns ``(status, reason, body, keep the
-    connection)``. :func:`_read_reply` drives it over a file, :meth:`LoopClient.request` over a stream."""
+def _read_reply(reader, method: str) -> tuple[int, str, bytes, bool]:
+    """``(status, reason, body, keep the connection)`` of one reply."""
     budget = MAX_HEAD
     while True:  # 1xx replies (100 Continue) come before the real one
-        line = yield "line", budget
+        line = _line(reader, budget)
         budget -= len(line)
         version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
         code, _, reason = rest.partition(" ")
@@ -234,7 +147,7 @@ def _reply_steps(method: str):
             raise ReplyError(f"not an HTTP/1.x status line: {line[:80]!r}")
         status = int(code)
         length, chunked, close = None, False, version == "HTTP/1.0"
-        while (line := (yield "line", budget)) not in (b"\r\n", b"\n"):
+        while (line := _line(reader, budget)) not in (b"\r\n", b"\n"):
             budget -= len(line)
             name, colon, value = line.decode("latin-1").partition(":")
             if not colon:
@@ -253,54 +166,19 @@ def _reply_steps(method: str):
     if method == "HEAD" or status in (204, 304):
         return status, reason, b"", not close
     if chunked:
-        return status, reason, (yield from _chunked_steps()), not close
+        return status, reason, _chunked(reader), not close
     if length is not None:
         if length > MAX_BODY:
             raise ReplyError(f"reply body of {length} bytes is over the limit of {MAX_BODY}")
-        return status, reason, (yield "exactly", length), not close
-    data = yield "rest", MAX_BODY + 1  # no length: the body ends with the connection
+        return status, reason, _exactly(reader, length), not close
+    data = reader.read(MAX_BODY + 1)  # no length: the body ends with the connection
     if len(data) > MAX_BODY:
         raise ReplyError(f"reply body is over the limit of {MAX_BODY} bytes")
     return status, reason, data, False
 
 
-def _chunked_steps():
-    parts, total = [], 0
-    while True:
-        size_line = (yield "line", 1024).split(b";", 1)[0].strip()
-        if not 0 < len(size_line) <= 8 or size_line.strip(b"0123456789abcdefABCDEF"):
-            raise ReplyError(f"bad chunk size: {size_line[:40]!r}")
-        size = int(size_line, 16)
-        if total + size > MAX_BODY:
-            raise ReplyError(f"reply body is over the limit of {MAX_BODY} bytes")
-        if size == 0:
-            while (yield "line", MAX_HEAD) not in (b"\r\n", b"\n"):  # trailers
-                pass
-            return b"".join(parts)
-        parts.append((yield "exactly", size))
-        total += size
-        if (yield "exactly", 2) != b"\r\n":
-            raise ReplyError("a chunk not followed by CRLF")
-
-
-def _read_reply(reader, method: str) -> tuple[int, str, bytes, bool]:
-    """``(status, reason, body, keep the connection)`` of one reply, read from a binary file."""
-    steps = _reply_steps(method)
-    try:
-        kind, n = next(steps)
-        while True:
-            if kind == "line":
-                data = _line(reader.readline(min(n, MAX_HEAD) + 1), n)
-            elif kind == "exactly":
-                data = _exactly(reader.read(n), n)
-            else:
-                data = reader.read(n)
-            kind, n = steps.send(data)
-    except StopIteration as done:
-        return done.value
-
-
-def _line(line: bytes, budget: int) -> bytes:
+def _line(reader, budget: int) -> bytes:
+    line = reader.readline(min(budget, MAX_HEAD) + 1)
     if not line:
         raise ReplyError("the connection closed before a complete reply")
     if len(line) > budget or not line.endswith(b"\n"):
@@ -309,7 +187,27 @@ def _line(line: bytes, budget: int) -> bytes:
     return line
 
 
-def _exactly(data: bytes, n: int) -> bytes:
+def _exactly(reader, n: int) -> bytes:
+    data = reader.read(n)
     if len(data) != n:
         raise ReplyError(f"the connection closed after {len(data)} of {n} body bytes")
     return data
+
+
+def _chunked(reader) -> bytes:
+    parts, total = [], 0
+    while True:
+        size_line = _line(reader, 1024).split(b";", 1)[0].strip()
+        if not 0 < len(size_line) <= 8 or size_line.strip(b"0123456789abcdefABCDEF"):
+            raise ReplyError(f"bad chunk size: {size_line[:40]!r}")
+        size = int(size_line, 16)
+        if total + size > MAX_BODY:
+            raise ReplyError(f"reply body is over the limit of {MAX_BODY} bytes")
+        if size == 0:
+            while _line(reader, MAX_HEAD) not in (b"\r\n", b"\n"):  # trailers
+                pass
+            return b"".join(parts)
+        parts.append(_exactly(reader, size))
+        total += size
+        if _exactly(reader, 2) != b"\r\n":
+            raise ReplyError("a chunk not followed by CRLF")

@@ -19,7 +19,7 @@ from builders import ServedInThread, container, pod, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.httpserver import HTTPServer, Limits
-from extender.server import routes
+from extender.server import direct_routes, inline
 from policy.names import POD_PLACEMENT
 
 PREFIX = "/cgpu-scheduler"
@@ -35,7 +35,7 @@ def served():
     app = create_app(config, extender=build_extender(config))
     with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=4, limits=Limits(
             body_bytes=SMALL_BODY, header_seconds=2, body_seconds=2, idle_seconds=5),
-            **routes(app))) as server:  # as extender.server serves it
+            inline=inline, direct=direct_routes(app))) as server:  # as extender.server serves it
         yield server
 
 

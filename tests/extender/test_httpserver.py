@@ -9,7 +9,7 @@ from builders import ServedInThread, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.httpserver import HTTPServer, Limits
-from extender.server import routes
+from extender.server import direct_routes, inline
 
 PREFIX = "/cgpu-scheduler"
 NODES = ["gpu-core-a", "gpu-core-b"]
@@ -21,7 +21,7 @@ def served():
     app = create_app(config, extender=build_extender(config))
     with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, limits=Limits(
             header_seconds=2, body_seconds=2, idle_seconds=5, inflight_bytes=1 << 16),
-            **routes(app))) as server:
+            inline=inline, direct=direct_routes(app))) as server:
         yield server
 
 

@@ -12,7 +12,7 @@ from extender.app import build_extender, create_app
 from extender.cli import main
 from extender.config import Config
 from extender.httpserver import HTTPServer, tls_context
-from extender.server import routes
+from extender.server import direct_routes, inline
 from pki import make_pki
 
 PREFIX = "/cgpu-scheduler"
@@ -27,7 +27,7 @@ def pki(tmp_path_factory):
 def served(pki):
     app = create_app(Config(), extender=build_extender(Config()))
     with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, ssl_context=tls_context(*pki["server"], pki["ca"]),
-                                   **routes(app))) as server:
+                                   inline=inline, direct=direct_routes(app))) as server:
         yield server
 
 

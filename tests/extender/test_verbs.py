@@ -88,8 +88,8 @@ def test_the_served_verbs_take_the_direct_path_with_or_without_a_query(monkeypat
     app = create_app(config, extender=build_extender(config))
     seen, through_flask = [], []
     verbs = app.extensions["cgpu_verbs"]
-    reply = verbs.reply_soon
-    monkeypatch.setattr(verbs, "reply_soon", lambda *a, **k: seen.append(a[0]) or reply(*a, **k))
+    reply = verbs.reply
+    monkeypatch.setattr(verbs, "reply", lambda *a, **k: seen.append(a[0]) or reply(*a, **k))
     app.before_request(lambda: through_flask.append(request.full_path))
     with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, direct=direct_routes(app))) as server:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)

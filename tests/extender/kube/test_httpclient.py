@@ -1,8 +1,6 @@
-"""The keep-alive clients bind's writes go through (a thread's, and the event loop's): replies read
-exactly, bad ones refused, kept connections reused only when quiet, TLS as the kubernetes client
-configures it."""
+"""The keep-alive client bind's writes go through: replies read exactly, bad ones refused,
+kept connections reused only when quiet, TLS as the kubernetes client configures it."""
 
-import asyncio
 import socket
 import ssl
 import threading
@@ -11,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from extender.kube.api import direct_client
-from extender.kube.httpclient import KeepAliveClient, LoopClient, ReplyError
+from extender.kube.httpclient import KeepAliveClient, ReplyError
 from pki import make_pki
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\": true}"
@@ -84,36 +82,11 @@ def scripted():
         server.close()
 
 
-class OnLoop:
-    """A :class:`LoopClient` driven from a test's thread: its requests run in a loop of their own."""
-
-    def __init__(self, host, port, timeout):
-        self.client = LoopClient(host, port, timeout)
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-
-    def request(self, *args):
-        return asyncio.run_coroutine_threadsafe(self.client.request(*args), self.loop).result()
-
-    def kept(self) -> int:
-        return len(self.client._idle)
-
-
-class OnThread(KeepAliveClient):
-    def kept(self) -> int:
-        return int(self._local.conn is not None)
-
-
-@pytest.fixture(params=[OnThread, OnLoop], ids=["thread", "loop"])
-def make_client(request):
-    return request.param
-
-
-def test_replies_by_length_and_by_chunks_on_one_kept_connection(scripted, make_client):
+def test_replies_by_length_and_by_chunks_on_one_kept_connection(scripted):
     chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"b\"\r\n4;x=1\r\n: 1}\r\n0\r\n\r\n"
     server = scripted(OK, chunked,
                       b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
-    c = make_client("127.0.0.1", server.port, timeout=5)
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
     assert c.request("POST", "/x", {"Authorization": "Bearer t"}, b'{"k": 1}') == (201, "Created", b'{"a": true}')
     assert c.request("GET", "/y", {}, b"") == (200, "OK", b'{"b": 1}')
     assert c.request("DELETE", "/z", {}, b"") == (204, "No Content", b"")
@@ -123,9 +96,9 @@ def test_replies_by_length_and_by_chunks_on_one_kept_connection(scripted, make_c
     assert b"\r\nContent-Length: 8\r\n" in head and body == b'{"k": 1}'
 
 
-def test_a_connection_the_server_closed_is_replaced_before_the_next_request(scripted, make_client):
+def test_a_connection_the_server_closed_is_replaced_before_the_next_request(scripted):
     server = scripted(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", OK, OK)
-    c = make_client("127.0.0.1", server.port, timeout=5)
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
     assert c.request("GET", "/", {}, b"")[0] == 200  # Connection: close → not kept
     assert c.request("GET", "/", {}, b"")[0] == 201
     assert server.connections == 2
@@ -188,25 +161,25 @@ def test_a_pipeline_cut_short_fails_the_rest_and_a_closing_reply_leaves_the_rest
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX", "not followed by CRLF"),
     (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n", "over the limit of 64 KiB"),
 ])
-def test_a_reply_it_cannot_read_is_an_error_and_drops_the_connection(scripted, make_client, reply, message):
+def test_a_reply_it_cannot_read_is_an_error_and_drops_the_connection(scripted, reply, message):
     server = scripted(reply, OK)
-    c = make_client("127.0.0.1", server.port, timeout=5)
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
     with pytest.raises(ReplyError, match=message):
         c.request("GET", "/", {}, b"")
-    assert c.kept() == 0
+    assert c._local.conn is None
 
 
 @pytest.mark.parametrize("reply", [close_now, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", b"HTTP/1.1 20"])
-def test_a_reply_cut_short_is_an_error_never_a_hang(scripted, make_client, reply):
+def test_a_reply_cut_short_is_an_error_never_a_hang(scripted, reply):
     server = scripted(reply if callable(reply) else lambda sock: (sock.sendall(reply), sock.close()))
-    c = make_client("127.0.0.1", server.port, timeout=5)
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
     with pytest.raises(ReplyError, match="closed"):
         c.request("POST", "/", {}, b"{}")
 
 
-def test_a_silent_server_times_out(scripted, make_client):
+def test_a_silent_server_times_out(scripted):
     server = scripted(lambda sock: threading.Event().wait(3))
-    c = make_client("127.0.0.1", server.port, timeout=0.3)
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=0.3)
     with pytest.raises(OSError):  # socket.timeout is an OSError
         c.request("GET", "/", {}, b"")
 
