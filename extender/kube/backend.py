@@ -19,7 +19,7 @@
   (at most 1,000 waiting; more are dropped and counted) and sent from a
   thread of their own, so neither the watch nor a bind ever waits on one or
   fails with one; a burst goes in one pipelined write (the thread waits
-  50 ms after an event for others to join it);
+  0.2 s after an event for others to join it, unless a full batch waits);
 * ``bind`` creates a Binding (with the UID the scheduler named) that carries
   the allocation annotations: the API server sets the pod's node and merges
   the annotations in one update, so bind is one write (a merge patch first
@@ -51,7 +51,7 @@ from policy.allocation import per_gpu
 from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
 
 ALLOCATED, UNACCOUNTED = "GPUShareAllocated", "UnaccountedGPUShare"  # the reasons of the events we record
-EVENT_GATHER_SECONDS = 0.05  # an event waits this long for others to go with it in one write
+EVENT_GATHER_SECONDS = 0.2  # an event waits this long for others to go with it in one write
 EVENT_BATCH = 64  # most events in one pipelined write
 
 
@@ -180,9 +180,12 @@ class KubernetesCluster:
 
     def _send_events(self) -> None:
         """The events thread: after the first event of a burst it waits :data:`EVENT_GATHER_SECONDS`
-        and sends what has queued by then (at most :data:`EVENT_BATCH`) as one pipelined write."""
+        (unless a batch is queued already) and sends what has queued by then, at most
+        :data:`EVENT_BATCH`, as one pipelined write. Each wake-up of this thread costs the
+        process about as much CPU as the event itself (measured: see benchmarks/RESULTS.md)."""
         while (first := self._events.get()) is not None:
-            time.sleep(EVENT_GATHER_SECONDS)
+            if self._events.qsize() < EVENT_BATCH - 1:
+                time.sleep(EVENT_GATHER_SECONDS)
             batch = [first]
             while len(batch) < EVENT_BATCH and batch[-1] is not None:
                 try:
