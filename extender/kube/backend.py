@@ -193,7 +193,13 @@ class KubernetesCluster:
                 except queue.Empty:
                     break
             stop = batch[-1] is None
-            self._send_batch(batch[:-1] if stop else batch)
+            batch = batch[:-1] if stop else batch
+            try:
+                self._send_batch(batch)
+            except Exception as exc:  # noqa: BLE001 - a fault here must not end the thread: later events still go
+                self.log.error("could not send events", exc_info=exc)
+                for reason, *_ in batch:
+                    self._count_event(reason, "failed")
             if stop:
                 return
 

@@ -1,5 +1,6 @@
 """Events the Kubernetes backend records: a Normal event at bind, best effort (never fails or holds up a bind)."""
 
+import threading
 import time
 
 from builders import node, pod
@@ -86,3 +87,26 @@ def test_a_batch_of_events_reaches_the_api_server_pipelined(kube):
                                                       "message": "m", "type": "Normal"}) for m in metas])
     assert all(isinstance(r, dict) for r in replies)
     assert [e["involvedObject"]["name"] for e in kube.events] == ["p0", "p1", "p2"]
+
+
+def test_a_fault_while_sending_events_fails_that_batch_and_the_thread_goes_on(kube):
+    cluster = connect(kube)
+    calls = []
+
+    def create_events(events):
+        calls.append(len(events))
+        if len(calls) == 1:
+            raise RuntimeError("a fault of ours")
+        return [{} for _ in events]
+
+    cluster.raw.create_events = create_events
+    meta = {"name": "p", "namespace": "default", "uid": "u"}
+    cluster._event(ALLOCATED, meta, "gpu-a", {})
+    thread = threading.Thread(target=cluster._send_events, daemon=True)
+    thread.start()
+    wait_until(lambda: cluster.event_counts() == {(ALLOCATED, "failed"): 1}, what="the first batch failed")
+    cluster._event(ALLOCATED, meta, "gpu-a", {})
+    cluster._events.put(None)
+    thread.join(5)
+    assert not thread.is_alive() and calls == [1, 1]
+    assert cluster.event_counts() == {(ALLOCATED, "failed"): 1, (ALLOCATED, "sent"): 1}
