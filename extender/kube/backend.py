@@ -206,20 +206,20 @@ class KubernetesCluster:
     def _send_batch(self, batch: list) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         instance = os.environ.get("HOSTNAME", "cgpu-extender")
-        events = [(meta.get("namespace") or "default", _event_body(reason, meta, node, annotations, now, instance))
+        events = [_event_body(reason, meta, node, annotations, now, instance)
                   for reason, meta, node, annotations in batch]
         try:
-            replies = self.raw.create_events(events)
+            replies = self.raw.create_events([(event["metadata"]["namespace"], event) for event in events])
         except Exception as exc:  # noqa: BLE001 - e.g. the auth hook failed: every event of the batch failed
             replies = [exc] * len(events)
-        for (reason, meta, _, _), reply in zip(batch, replies):
+        for event, reply in zip(events, replies):
             if not isinstance(reply, Exception):
-                self._count_event(reason, "sent")
+                self._count_event(event["reason"], "sent")
                 continue
-            self._count_event(reason, "failed")
+            self._count_event(event["reason"], "failed")
+            pod = event["involvedObject"]
             self.log.warning("could not record an event", extra=fields(
-                pod=f"{meta.get('namespace') or 'default'}/{meta.get('name')}", reason=reason,
-                error=str(_cluster_error(reply))))
+                pod=f"{pod['namespace']}/{pod['name']}", reason=event["reason"], error=str(_cluster_error(reply))))
 
     def status(self) -> dict:
         """Per watched resource: synced, resourceVersion, list/watch/event/error counts."""
