@@ -89,17 +89,19 @@ def test_a_batch_of_events_reaches_the_api_server_pipelined(kube):
     assert [e["involvedObject"]["name"] for e in kube.events] == ["p0", "p1", "p2"]
 
 
-def test_a_fault_while_sending_events_fails_that_batch_and_the_thread_goes_on(kube):
+def test_a_fault_while_building_events_fails_that_batch_and_the_thread_goes_on(kube, monkeypatch):
+    from extender.kube import backend
+
     cluster = connect(kube)
-    calls = []
+    message = backend._event_message
+    faults = [RuntimeError("a fault of ours")]
 
-    def create_events(events):
-        calls.append(len(events))
-        if len(calls) == 1:
-            raise RuntimeError("a fault of ours")
-        return [{} for _ in events]
+    def faulty(*args):
+        if faults:
+            raise faults.pop()
+        return message(*args)
 
-    cluster.raw.create_events = create_events
+    monkeypatch.setattr(backend, "_event_message", faulty)
     meta = {"name": "p", "namespace": "default", "uid": "u"}
     cluster._event(ALLOCATED, meta, "gpu-a", {})
     thread = threading.Thread(target=cluster._send_events, daemon=True)
@@ -108,5 +110,6 @@ def test_a_fault_while_sending_events_fails_that_batch_and_the_thread_goes_on(ku
     cluster._event(ALLOCATED, meta, "gpu-a", {})
     cluster._events.put(None)
     thread.join(5)
-    assert not thread.is_alive() and calls == [1, 1]
+    assert not thread.is_alive()
     assert cluster.event_counts() == {(ALLOCATED, "failed"): 1, (ALLOCATED, "sent"): 1}
+    assert [e["involvedObject"]["name"] for e in kube.events] == ["p"]
