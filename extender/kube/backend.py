@@ -212,14 +212,17 @@ class KubernetesCluster:
             replies = self.raw.create_events([(event["metadata"]["namespace"], event) for event in events])
         except Exception as exc:  # noqa: BLE001 - e.g. the auth hook failed: every event of the batch failed
             replies = [exc] * len(events)
+        failed = []
         for event, reply in zip(events, replies):
-            if not isinstance(reply, Exception):
-                self._count_event(event["reason"], "sent")
-                continue
-            self._count_event(event["reason"], "failed")
+            self._count_event(event["reason"], "failed" if isinstance(reply, Exception) else "sent")
+            if isinstance(reply, Exception):
+                failed.append((event, reply))
+        if failed:  # one line per batch: an API server down must not flood the log with one per event
+            event, reply = failed[0]
             pod = event["involvedObject"]
-            self.log.warning("could not record an event", extra=fields(
-                pod=f"{pod['namespace']}/{pod['name']}", reason=event["reason"], error=str(_cluster_error(reply))))
+            self.log.warning("could not record events", extra=fields(
+                failed=len(failed), of=len(events), pod=f"{pod['namespace']}/{pod['name']}",
+                reason=event["reason"], error=str(_cluster_error(reply))))
 
     def status(self) -> dict:
         """Per watched resource: synced, resourceVersion, list/watch/event/error counts."""

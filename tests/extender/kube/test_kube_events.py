@@ -1,10 +1,12 @@
 """Events the Kubernetes backend records: a Normal event at bind, best effort (never fails or holds up a bind)."""
 
+import json
 import threading
 import time
 
 from builders import node, pod
 from extender.kube.backend import ALLOCATED, UNACCOUNTED
+from extender.logs import JsonFormatter, get_logger
 from fakekube import wait_until
 from kubesteps import bind, filter_, synced
 
@@ -76,6 +78,21 @@ def test_a_burst_of_events_goes_in_one_write_and_a_failed_one_is_counted_alone(k
     assert sent == [["p0", "p1", "p2", "p3", "p4"]]
     assert cluster.event_counts() == {(ALLOCATED, "sent"): 4, (ALLOCATED, "failed"): 1}
     assert backend.EVENT_BATCH >= 5
+
+
+def test_a_batch_that_fails_whole_is_one_log_line_not_one_per_event(kube, caplog, monkeypatch):
+    monkeypatch.setattr(get_logger(), "propagate", True)  # configure() (serve) turns it off; caplog reads the root
+    cluster = connect(kube)
+    cluster.raw.create_events = lambda events: [ConnectionRefusedError("refused")] * len(events)
+    for i in range(20):
+        cluster._event(ALLOCATED, {"name": f"p{i}", "namespace": "default", "uid": f"u{i}"}, "gpu-a", {})
+    cluster._events.put(None)
+    with caplog.at_level("WARNING"):
+        cluster._send_events()
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if "could not record" in r.getMessage()]
+    assert len(lines) == 1 and lines[0]["failed"] == 20 and lines[0]["pod"] == "default/p0"
+    assert "Kubernetes API unreachable: ConnectionRefusedError" in lines[0]["error"]
+    assert cluster.event_counts() == {(ALLOCATED, "failed"): 20}
 
 
 def test_a_batch_of_events_reaches_the_api_server_pipelined(kube):
