@@ -61,7 +61,7 @@ class KeepAliveClient:
         (a failure ends the connection: that request and every later one get it; a reply that
         closes the connection leaves the later ones unanswered, never sent again)."""
         conn = self._connection()
-        data = b"".join(self._head(*request) for request in requests)
+        data = b"".join(self._request_bytes(*request) for request in requests)
         replies: list = []
         try:
             conn.sock.sendall(data)
@@ -80,7 +80,8 @@ class KeepAliveClient:
         unanswered = ReplyError("the server closed the connection before answering this request")
         return replies + [unanswered] * (len(requests) - len(replies))
 
-    def _head(self, method: str, path: str, headers: dict, body: bytes) -> bytes:
+    def _request_bytes(self, method: str, path: str, headers: dict, body: bytes) -> bytes:
+        """One request as sent: request line, Host, the headers, Content-Length, the body."""
         head = [f"{method} {path} HTTP/1.1\r\n".encode("latin-1"), self._host_header]
         head += [f"{k}: {v}\r\n".encode("latin-1") for k, v in headers.items()]
         head.append(f"Content-Length: {len(body)}\r\n\r\n".encode())
