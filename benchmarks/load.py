@@ -25,7 +25,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,18 +35,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import orjson
 
+from benchmarks.slowclients import free_port, wait_ready
 from benchmarks.synthetic import cluster_objects, pending_pod
 
 PREFIX = "/cgpu-scheduler"
 FLOOR = "/floor"
 BIND_THREADS = 4
 VERBS = ("filter", "prioritize", "bind")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def node_status_bulk(node: dict) -> dict:
@@ -229,22 +223,6 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def wait_ready(port: int, process: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("load server exited before it was ready")
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", f"{PREFIX}/readyz")
-            if connection.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("load server not ready in time")
-
-
 def pinning() -> tuple[set, set] | None:
     """(server cores, driver cores): the extender on one core, the driver on the rest,
     so that neither steals the other's core mid-request; None on a one-core machine."""
@@ -273,7 +251,7 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
     result = {"nodes": nodes, "gpus": nodes * 8, "bound_pods_at_start": len(objects) - nodes}
     try:
         started = time.monotonic()
-        wait_ready(port, process, timeout=600)
+        wait_ready(port, timeout=600, process=process)
         result["startup_s"] = round(time.monotonic() - started, 1)
         worker = process.pid  # one process serves (extender.server)
         result["rss_mb_at_start"] = rss_mb(worker)
