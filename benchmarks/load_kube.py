@@ -28,6 +28,9 @@ With ``--pipelined OWN_MS ...`` it measures instead the rate a paced
 kube-scheduler keeps with binds running concurrently (:func:`measure_pipelined`):
 
     python -m benchmarks.load_kube --nodes 500 --pods 1000 --pipelined 26 10
+
+``--by-thread`` adds the CPU per pod of each of the extender's threads (the event loop, the
+request threads binds run on, the watches, the events sender), named by ``py-spy dump``.
 """
 
 from __future__ import annotations
@@ -71,17 +74,53 @@ def _py_spy() -> str:
     return str(here) if here.exists() else "py-spy"
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of the process, in ns resolution (``schedstat``; ``stat`` counts
-    10 ms ticks, too coarse for the watch's share)."""
-    total = 0
+def thread_cpu(pid: int) -> dict[str, int]:
+    """CPU nanoseconds of each live thread of the process, by thread id (``schedstat``; ``stat``
+    counts 10 ms ticks, too coarse for the watch's share)."""
+    spent = {}
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
-                total += int(stat.read().split()[0])
+                spent[task] = int(stat.read().split()[0])
         except OSError:  # the thread ended meanwhile
             pass
-    return total / 1e9
+    return spent
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every live thread of the process."""
+    return sum(thread_cpu(pid).values()) / 1e9
+
+
+def thread_names(pid: int) -> dict[str, str]:
+    """Python's name of each thread of the process, by thread id (:func:`names_in_dump` of
+    ``py-spy dump``); empty without py-spy (the bench extra)."""
+    try:
+        return names_in_dump(subprocess.run([_py_spy(), "dump", "--pid", str(pid)], capture_output=True,
+                                            text=True, timeout=60).stdout)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+def names_in_dump(dump: str) -> dict[str, str]:
+    """Thread id → name from ``py-spy dump``'s lines ``Thread 3611 (idle): "request_3"``; a
+    pool's numbered threads share one name (``request_3`` → ``request``)."""
+    names = {}
+    for line in dump.splitlines():
+        if line.startswith("Thread ") and line.count('"') >= 2:
+            name = line.split('"')[1]
+            names[line.split()[1]] = name.rstrip("0123456789").rstrip("_") if name[-1:].isdigit() else name
+    return names
+
+
+def by_thread(pid: int, before: dict[str, int], after: dict[str, int], per: int) -> dict[str, float]:
+    """CPU-ms per ``per`` (scheduled pods) spent by each named thread between two
+    :func:`thread_cpu` readings, largest first; threads py-spy cannot name are ``thread <id>``."""
+    names, spent = thread_names(pid), {}
+    for tid, ns in after.items():
+        label = names.get(tid, f"thread {tid}")
+        spent[label] = spent.get(label, 0.0) + (ns - before.get(tid, 0)) / 1e6 / max(per, 1)
+    return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
 
 
 def rss_mb(pid: int) -> float:
@@ -178,7 +217,7 @@ def served(nodes: int, seed: int, write_delay: float = 0.0):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             started = time.monotonic()
-            wait_ready(port, timeout=600)
+            wait_ready(port, timeout=600, process=server)
             kube.set("write_delay", write_delay)
             yield kube, server, port, names, time.monotonic() - started
         finally:
@@ -273,12 +312,13 @@ def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = 
 
 
 def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms: float,
-                      binders: int = 16) -> dict:
+                      binders: int = 16, split: bool = False) -> dict:
     """kube-scheduler's shape, paced: per pod its own work (``own_ms``, slept: the scheduler's
     plugins, in another process) then the extender's filter and prioritize, one pod after
     another, while the binds of earlier pods run concurrently (``binders`` at once, as its
     binding goroutines), the API server taking ``write_ms`` per write. The rate with the
-    extender is measured; alone, the same loop would have taken its time less the calls'."""
+    extender is measured; alone, the same loop would have taken its time less the calls'.
+    ``split``: the extender's CPU per pod by thread too (:func:`by_thread`)."""
     with served(nodes, seed, write_delay=write_ms / 1000) as (kube, server, port, names, _):
         base = "/cgpu-scheduler"
         burst = [kube.create("pods", pending_pod(i, seed)) for i in range(pods)]
@@ -294,7 +334,7 @@ def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms:
 
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         calls, handled, binds = [], [], []
-        cpu0, clock = cpu_seconds(server.pid), time.monotonic()
+        threads0, clock = thread_cpu(server.pid), time.monotonic()
         with ThreadPoolExecutor(binders) as pool:
             for pod in burst:
                 time.sleep(own_ms / 1000)
@@ -305,7 +345,8 @@ def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms:
                     binds.append(pool.submit(bind, pod, node))
             results = [b.result() for b in binds]
         wall = time.monotonic() - clock
-        cpu = cpu_seconds(server.pid) - cpu0
+        threads = thread_cpu(server.pid)
+        cpu = (sum(threads.values()) - sum(ns for tid, ns in threads0.items() if tid in threads)) / 1e9
         bound = sum(ok for ok, _ in results)
         alone = len(calls) / (wall - sum(calls))  # the same loop without the extender's calls
         return {"nodes": nodes, "pods": pods, "bound": bound, "own_ms": own_ms, "write_ms": write_ms,
@@ -313,7 +354,8 @@ def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms:
                 "handled_ms": [round(float(np.percentile(handled, q)), 2) for q in (50, 99)],
                 "bind_ms": [round(1000 * float(np.percentile([t for _, t in results], q)), 2) for q in (50, 99)],
                 "pods_per_s": round(len(calls) / wall, 1), "alone_pods_per_s": round(alone, 1),
-                "cpu_ms_per_pod": round(1000 * cpu / max(bound, 1), 2)}
+                "cpu_ms_per_pod": round(1000 * cpu / max(bound, 1), 2),
+                "threads_ms_per_pod": by_thread(server.pid, threads0, threads, bound) if split else {}}
 
 
 def watched_events(port: int) -> float:
@@ -367,6 +409,8 @@ def main(argv=None) -> int:
                         help="instead: kube-scheduler's cycle paced at OWN_MS of its own work per pod, "
                              "binds concurrent (see measure_pipelined)")
     parser.add_argument("--write-ms", type=float, default=5.0, help="with --pipelined: ms per API write")
+    parser.add_argument("--by-thread", action="store_true",
+                        help="with --pipelined: the CPU per pod of each of the extender's threads (needs py-spy)")
     parser.add_argument("--watch-events", type=int, metavar="N",
                         help="instead: a burst of N pod status changes; the watch's CPU per event and rate")
     parser.add_argument("--profile", nargs=2, metavar=("PHASE", "FILE"),
@@ -384,7 +428,7 @@ def main(argv=None) -> int:
     if args.pipelined:
         for nodes in args.nodes:
             for own_ms in args.pipelined:
-                r = measure_pipelined(nodes, args.pods, args.seed, own_ms, args.write_ms)
+                r = measure_pipelined(nodes, args.pods, args.seed, own_ms, args.write_ms, split=args.by_thread)
                 print(f"{nodes} nodes, scheduler's own {own_ms} ms/pod (alone: {r['alone_pods_per_s']} pods/s), "
                       f"API writes {args.write_ms} ms: {r['pods_per_s']} pods/s through the extender "
                       f"({100 * r['pods_per_s'] / r['alone_pods_per_s']:.0f} %), {r['bound']} of {r['pods']} "
@@ -392,6 +436,8 @@ def main(argv=None) -> int:
                       f"handling p50 {r['handled_ms'][0]} / p99 {r['handled_ms'][1]} ms); bind p50 "
                       f"{r['bind_ms'][0]} / p99 {r['bind_ms'][1]} ms; {r['cpu_ms_per_pod']} CPU-ms per pod",
                       flush=True)
+                for name, ms in r["threads_ms_per_pod"].items():
+                    print(f"    {name:<45} {ms:>7} ms/pod")
         return 0
     for nodes in args.nodes:
         r = measure(nodes, args.pods, args.seed, args.profile)
