@@ -19,6 +19,8 @@ The fragmentation measure sees only the shapes that could no longer run
 *after* the next pod; this term sees the CPU the node's idle GPUs will need
 over the pods to come. Without it, CPU-only pods, which change no shape's fit
 while CPU is plentiful, settle on nodes whose idle GPUs later go unfed.
+Where the cluster's free CPU is short, c̄ grows by the CPU-only pods' share
+that will land beside idle GPUs (:mod:`policy.spillover`).
 """
 
 from __future__ import annotations
@@ -35,19 +37,26 @@ def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[n
     memory per GPU of demand over the GPU shapes; 0 where there is no demand.
 
     ``pods_per_weight`` turns each shape's popularity weight into its pod count."""
+    return rates(shapes, pods_per_weight, gpu_memory)[:2]
+
+
+def rates(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[np.ndarray, ...]:
+    """(c̄, h̄, r, r_h): :func:`appetite`, and the CPU and host memory of the CPU-only pods per GPU of
+    demand (:mod:`policy.spillover`), per value of ``gpu_memory``; 0 where there is no demand."""
     gpu_memory = np.asarray(gpu_memory, dtype=np.float64)
     zero = np.zeros(gpu_memory.shape)
     gpu = shapes.count > 0
     if not gpu.any():
-        return zero, zero.copy()
-    pods = shapes.weight[gpu] * pods_per_weight[gpu]
+        return zero, zero.copy(), zero.copy(), zero.copy()
+    pods = shapes.weight * pods_per_weight
     share = ((shapes.count[gpu] == 1) & ~shapes.whole[gpu])[:, None]
     per_gpu = np.where(gpu_memory > 0, gpu_memory, np.inf)
     demand = np.where(share, np.minimum(shapes.memory[gpu][:, None] / per_gpu, 1.0), shapes.count[gpu][:, None])
-    total = pods @ demand  # GPUs of demand, per memory value
-    cpu = np.divide((pods * shapes.cpu[gpu]).sum(), total, out=zero.copy(), where=total > 0)
-    host = np.divide((pods * shapes.host_memory[gpu]).sum(), total, out=zero.copy(), where=total > 0)
-    return cpu, host
+    total = pods[gpu] @ demand  # GPUs of demand, per memory value
+    cpu_only = ~gpu
+    sums = (np.dot(pods[gpu], shapes.cpu[gpu]), np.dot(pods[gpu], shapes.host_memory[gpu]),
+            np.dot(pods[cpu_only], shapes.cpu[cpu_only]), np.dot(pods[cpu_only], shapes.host_memory[cpu_only]))
+    return tuple(np.divide(amount, total, out=zero.copy(), where=total > 0) for amount in sums)
 
 
 def feedable(free: np.ndarray, known: np.ndarray, per_gpu) -> np.ndarray:

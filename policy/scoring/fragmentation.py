@@ -6,7 +6,8 @@
     M(node)        = Frag(node) + Stranded(node) + Starved(node)
     Frag(node)     = Σ_m p(m) · F(node, m)                   (policy.fragmentation)
     Stranded(node) = Σ_g idle(g) · [some GPU shape would fit g but for the node's CPU and memory, none does]
-    Starved(node)  = max(0, idle(node) − min(cpu_free / c̄, host_free / h̄))   (policy.starvation)
+    Starved(node)  = max(0, idle(node) − min(cpu_free / c̄', host_free / h̄'))  (policy.starvation)
+    c̄'             = c̄ + k · r,  h̄' = h̄ + k_h · r_h                               (policy.spillover)
     p(m)          ∝ w(m) · π(m)
 
 FGD (Weng et al., USENIX ATC 2023: place where the node's fragmentation grows
@@ -44,6 +45,11 @@ whole trace in advance:
   plentiful, away from nodes whose idle GPUs will need that CPU, and
   CPU-hungry GPU pods towards nodes with CPU to spare. Not a tuned weight: 1,
   the unit of Frag. ``starved=False`` leaves it out.
+  When the cluster's free CPU cannot hold both the idle GPUs' pods and the
+  CPU-only pods that come with them, a share k of those CPU-only pods will
+  eat CPU beside idle GPUs; an idle GPU then needs c̄ + k · r, r being the
+  CPU-only pods' CPU per GPU of demand (:mod:`policy.spillover`; k = 0
+  where CPU is ample, as on most mixes; host memory alike).
 * ``u(node)``: mean fullness of the node's healthy GPUs before the pod
   (``Candidates.node_fill``); only
   breaks ties in Δ (lexicographic: Δ is rounded first), towards the
@@ -67,7 +73,8 @@ from policy.fragmentation import ModelPressure, PartsCache, growth_on, growth_pe
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
-from policy.starvation import appetite
+from policy.spillover import Spillover
+from policy.starvation import rates
 
 # GPUs (≈ 1e-6): growths that round alike are equal. A power of two, so the rounding itself is exact and its
 # half-points (odd multiples of 2^-21) are not where sums of decimal shares land: two forms of the measure
@@ -94,6 +101,7 @@ class Fragmentation:
         self._pressure = ModelPressure()
         self._memories = np.zeros(0)  # GPU memory sizes seen (_gpu_memories)
         self._states = NodeStates()
+        self._spillover = Spillover()
 
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
@@ -117,6 +125,11 @@ class Fragmentation:
             self._pressure.see(view, free)
 
     def choose(self, candidates: Candidates) -> np.ndarray:
+        if self.starved:
+            self._spillover.see(candidates.view)
+        return self._choose_feasible(candidates)
+
+    def _choose_feasible(self, candidates: Candidates) -> np.ndarray:
         feasible = candidates.feasible
         if not feasible.all():  # the ledger may evaluate every node in place: work on the feasible ones only
             index = np.flatnonzero(feasible)
@@ -124,7 +137,7 @@ class Fragmentation:
                               feasible[index])
             self._pressure_from(candidates.view)
             gpus = np.full((len(feasible), candidates.request.gpu_count), -1)
-            gpus[index] = self.choose(part)
+            gpus[index] = self._choose_feasible(part)
             growth = np.full(len(feasible), np.inf)
             growth[index] = part.notes["growth"]
             candidates.notes["growth"] = growth
@@ -164,8 +177,9 @@ class Fragmentation:
             return None
         per_pod = 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
         memory, node = self._gpu_memories(view.mem_total[:, 0])
-        cpu, host = appetite(shapes, per_pod, memory)
-        return cpu[node], host[node]
+        cpu, host, cpu_rate, host_rate = rates(shapes, per_pod, memory)
+        k_cpu, k_host = self._spillover.shortfall(memory, cpu, host, cpu_rate, host_rate)
+        return (cpu + k_cpu * cpu_rate)[node], (host + k_host * host_rate)[node]
 
     def _gpu_memories(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The GPU memory sizes seen so far (sorted) and the index of each of ``sizes`` in them.
