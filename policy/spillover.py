@@ -58,16 +58,16 @@ class Spillover:
         self._views = 0
         self._looks = 0
 
-    def see(self, view: NodesView) -> None:
+    def see(self, view: NodesView) -> bool:
         """Take the rows of ``view`` that changed since they were last seen (every
-        :data:`LOOK_EVERY`-th view; the others only count)."""
+        :data:`LOOK_EVERY`-th view; the others only count); True if it looked."""
         with self._lock:
             self._views += 1
             if self._views % LOOK_EVERY:
-                return
+                return False
         index = np.flatnonzero(view.row >= 0)
         if not len(index):
-            return
+            return True
         if len(index) < len(view):
             view = view.take(index)
         version = np.array(view.version)  # noted before the usage is read: a write meanwhile is seen
@@ -85,6 +85,7 @@ class Spillover:
                 self._put(target, values[whole], size[whole], version[keep])
             if self._looks % _SWEEP == 0:
                 self._forget()
+        return True
 
     def shortfall(self, sizes: np.ndarray, cpu: np.ndarray, host: np.ndarray, cpu_rate: np.ndarray,
                   host_rate: np.ndarray) -> tuple[float, float]:

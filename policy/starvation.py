@@ -37,25 +37,27 @@ def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[n
     memory per GPU of demand over the GPU shapes; 0 where there is no demand.
 
     ``pods_per_weight`` turns each shape's popularity weight into its pod count."""
-    return rates(shapes, pods_per_weight, gpu_memory)[:2]
+    return rates(shapes, pods_per_weight, gpu_memory, cpu_only=False)
 
 
-def rates(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[np.ndarray, ...]:
+def rates(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory, cpu_only: bool = True) -> tuple[np.ndarray, ...]:
     """(c̄, h̄, r, r_h): :func:`appetite`, and the CPU and host memory of the CPU-only pods per GPU of
-    demand (:mod:`policy.spillover`), per value of ``gpu_memory``; 0 where there is no demand."""
+    demand (:mod:`policy.spillover`), per value of ``gpu_memory``; 0 where there is no demand.
+    ``cpu_only=False``: (c̄, h̄) alone."""
     gpu_memory = np.asarray(gpu_memory, dtype=np.float64)
     zero = np.zeros(gpu_memory.shape)
     gpu = shapes.count > 0
     if not gpu.any():
-        return zero, zero.copy(), zero.copy(), zero.copy()
+        return (zero, zero.copy(), zero.copy(), zero.copy())[:4 if cpu_only else 2]
     pods = shapes.weight * pods_per_weight
     share = ((shapes.count[gpu] == 1) & ~shapes.whole[gpu])[:, None]
     per_gpu = np.where(gpu_memory > 0, gpu_memory, np.inf)
     demand = np.where(share, np.minimum(shapes.memory[gpu][:, None] / per_gpu, 1.0), shapes.count[gpu][:, None])
     total = pods[gpu] @ demand  # GPUs of demand, per memory value
-    cpu_only = ~gpu
-    sums = (np.dot(pods[gpu], shapes.cpu[gpu]), np.dot(pods[gpu], shapes.host_memory[gpu]),
-            np.dot(pods[cpu_only], shapes.cpu[cpu_only]), np.dot(pods[cpu_only], shapes.host_memory[cpu_only]))
+    sums = [np.dot(pods[gpu], shapes.cpu[gpu]), np.dot(pods[gpu], shapes.host_memory[gpu])]
+    if cpu_only:
+        others = ~gpu
+        sums += [np.dot(pods[others], shapes.cpu[others]), np.dot(pods[others], shapes.host_memory[others])]
     return tuple(np.divide(amount, total, out=zero.copy(), where=total > 0) for amount in sums)
 
 

@@ -74,7 +74,7 @@ from policy.placement import Candidates, fullness
 from policy.request import GPURequest
 from policy.shapes import Shapes, ShapeMix
 from policy.spillover import Spillover
-from policy.starvation import rates
+from policy.starvation import appetite, rates
 
 # GPUs (≈ 1e-6): growths that round alike are equal. A power of two, so the rounding itself is exact and its
 # half-points (odd multiples of 2^-21) are not where sums of decimal shares land: two forms of the measure
@@ -102,6 +102,7 @@ class Fragmentation:
         self._memories = np.zeros(0)  # GPU memory sizes seen (_gpu_memories)
         self._states = NodeStates()
         self._spillover = Spillover()
+        self._shortfall = (0.0, 0.0)  # k for CPU and host memory, as of the spill-over's last look
 
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
@@ -125,9 +126,18 @@ class Fragmentation:
             self._pressure.see(view, free)
 
     def choose(self, candidates: Candidates) -> np.ndarray:
-        if self.starved:
-            self._spillover.see(candidates.view)
+        if self.starved and self._spillover.see(candidates.view):
+            self._look(candidates.view)
         return self._choose_feasible(candidates)
+
+    def _look(self, view) -> None:
+        """k for the learned mix, from the spill-over's sums; kept until its next look (k moves by
+        thousandths a decision, and working it out is a third of Starved's appetite's cost)."""
+        shapes = self.mix.shapes()
+        if shapes is None or not view.mem_total.shape[1]:
+            return
+        memory, _ = self._gpu_memories(view.mem_total[:, 0])
+        self._shortfall = self._spillover.shortfall(memory, *rates(shapes, self._pods_per_weight(shapes), memory))
 
     def _choose_feasible(self, candidates: Candidates) -> np.ndarray:
         feasible = candidates.feasible
@@ -175,11 +185,16 @@ class Fragmentation:
         shapes = self.mix.shapes()
         if not self.starved or shapes is None or not view.mem_total.shape[1]:
             return None
-        per_pod = 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
         memory, node = self._gpu_memories(view.mem_total[:, 0])
-        cpu, host, cpu_rate, host_rate = rates(shapes, per_pod, memory)
-        k_cpu, k_host = self._spillover.shortfall(memory, cpu, host, cpu_rate, host_rate)
+        k_cpu, k_host = self._shortfall
+        if not (k_cpu or k_host):
+            cpu, host = appetite(shapes, self._pods_per_weight(shapes), memory)
+            return cpu[node], host[node]
+        cpu, host, cpu_rate, host_rate = rates(shapes, self._pods_per_weight(shapes), memory)
         return (cpu + k_cpu * cpu_rate)[node], (host + k_host * host_rate)[node]
+
+    def _pods_per_weight(self, shapes: Shapes) -> np.ndarray:
+        return 1.0 / np.maximum(shapes.count, 1) if self.mix.weighting == "gpus" else np.ones(len(shapes))
 
     def _gpu_memories(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The GPU memory sizes seen so far (sorted) and the index of each of ``sizes`` in them.
