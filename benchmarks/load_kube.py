@@ -113,14 +113,20 @@ def names_in_dump(dump: str) -> dict[str, str]:
     return names
 
 
-def by_thread(pid: int, before: dict[str, int], after: dict[str, int], per: int) -> dict[str, float]:
-    """CPU-ms per ``per`` (scheduled pods) spent by each named thread between two
-    :func:`thread_cpu` readings, largest first; threads py-spy cannot name are ``thread <id>``."""
-    names, spent = thread_names(pid), {}
-    for tid, ns in after.items():
+def spent_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """CPU nanoseconds each thread alive at ``after`` spent since ``before`` (:func:`thread_cpu`
+    readings; a thread started meanwhile counts from 0, one that ended is not seen)."""
+    return {tid: ns - before.get(tid, 0) for tid, ns in after.items()}
+
+
+def by_thread(pid: int, spent: dict[str, int], per: int) -> dict[str, float]:
+    """CPU-ms per ``per`` (scheduled pods) of each named thread, from :func:`spent_between`'s
+    nanoseconds by thread id, largest first; threads py-spy cannot name are ``thread <id>``."""
+    names, ms = thread_names(pid), {}
+    for tid, ns in spent.items():
         label = names.get(tid, f"thread {tid}")
-        spent[label] = spent.get(label, 0.0) + (ns - before.get(tid, 0)) / 1e6 / max(per, 1)
-    return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
+        ms[label] = ms.get(label, 0.0) + ns / 1e6 / max(per, 1)
+    return {k: round(v, 3) for k, v in sorted(ms.items(), key=lambda kv: -kv[1])}
 
 
 def rss_mb(pid: int) -> float:
@@ -345,8 +351,8 @@ def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms:
                     binds.append(pool.submit(bind, pod, node))
             results = [b.result() for b in binds]
         wall = time.monotonic() - clock
-        threads = thread_cpu(server.pid)
-        cpu = (sum(threads.values()) - sum(ns for tid, ns in threads0.items() if tid in threads)) / 1e9
+        spent = spent_between(threads0, thread_cpu(server.pid))
+        cpu = sum(spent.values()) / 1e9
         bound = sum(ok for ok, _ in results)
         alone = len(calls) / (wall - sum(calls))  # the same loop without the extender's calls
         return {"nodes": nodes, "pods": pods, "bound": bound, "own_ms": own_ms, "write_ms": write_ms,
@@ -355,7 +361,7 @@ def measure_pipelined(nodes: int, pods: int, seed: int, own_ms: float, write_ms:
                 "bind_ms": [round(1000 * float(np.percentile([t for _, t in results], q)), 2) for q in (50, 99)],
                 "pods_per_s": round(len(calls) / wall, 1), "alone_pods_per_s": round(alone, 1),
                 "cpu_ms_per_pod": round(1000 * cpu / max(bound, 1), 2),
-                "threads_ms_per_pod": by_thread(server.pid, threads0, threads, bound) if split else {}}
+                "threads_ms_per_pod": by_thread(server.pid, spent, bound) if split else {}}
 
 
 def watched_events(port: int) -> float:

@@ -60,7 +60,9 @@ def test_by_thread_sums_each_named_threads_cpu_per_pod(monkeypatch):
     monkeypatch.setattr(load_kube, "thread_names", lambda pid: {"1": "MainThread", "2": "request", "3": "request"})
     before = {"1": 1_000_000, "2": 0, "4": 5_000_000}  # thread 4 ended; 3 started meanwhile
     after = {"1": 5_000_000, "2": 2_000_000, "3": 4_000_000}
-    assert load_kube.by_thread(0, before, after, per=2) == {"request": 3.0, "MainThread": 2.0}
+    spent = load_kube.spent_between(before, after)
+    assert spent == {"1": 4_000_000, "2": 2_000_000, "3": 4_000_000}
+    assert load_kube.by_thread(0, spent, per=2) == {"request": 3.0, "MainThread": 2.0}
 
 
 def test_the_pipelined_measure_splits_its_cpu_by_thread_on_a_tiny_cluster(monkeypatch):
