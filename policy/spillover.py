@@ -37,7 +37,7 @@ from policy.kept import NEVER
 from policy.state import WRITING, NodesView
 
 # A decision moves the sums by a row or two, and k by a few thousandths: looking at every view cost ~90 µs
-# a decision at the trace's 1,213 nodes (most of it fixed numpy cost), every 8th ~11 µs.
+# a decision at the trace's 1,213 nodes (most of it fixed numpy cost), every 8th ~20.
 LOOK_EVERY = 8
 FORGET_AFTER = 512  # looks (4,096 views); far more than the views between two that show a usable node
 _SWEEP = 32  # looks between two searches for rows to forget
