@@ -481,10 +481,15 @@ class Ledger:
         return copy
 
     def forget_node(self, name: str) -> None:
-        """A node disappeared: drop its row; its pods' records wait for it."""
+        """A node disappeared: drop its row; its pods' records wait for it. A strategy that
+        remembers rows across decisions (``forget_row``) is told the row is gone."""
         with self.node_lock(name):
             self._nodes.pop(name, None)
+            row = self.state.index.get(name)
             self.state.remove_node(name)
+        forget = getattr(self.strategy, "forget_row", None)
+        if forget is not None and row is not None:
+            forget(row)
 
     def observe_configmap(self, configmap: dict, deleted: bool = False) -> None:
         """An unhealthy-GPU ConfigMap changed; other ConfigMaps are ignored."""

@@ -301,6 +301,15 @@ class ModelPressure:
             self._model[rows] = models
             self._idle[rows] = free
 
+    def forget(self, row: int) -> None:
+        """Drop ``row`` (its node left the cluster): no idle share, no model."""
+        with self._lock:
+            if 0 <= row < len(self._idle):
+                self._idle[row] = 0.0
+                if self._model[row]:
+                    self._model[row] = 0
+                    self._models = None
+
     def of(self, shapes: Shapes) -> np.ndarray:
         groups = shapes.model_groups()
         if all(codes is None for codes in groups):

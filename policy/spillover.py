@@ -23,7 +23,8 @@ The sums run over every node seen in a view, each kept at its row's version
 seen, not for the cluster, and only every :data:`LOOK_EVERY`-th view is
 looked at. A row in none of the last :data:`FORGET_AFTER` views looked at is
 dropped from the sums: a node no pod can use any more (neither its GPU nor
-its CPU fits one), or one that left the cluster.
+its CPU fits one), or one that left the cluster without the owner being told
+(:meth:`Spillover.forget` drops a removed node's row at once).
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ class Spillover:
             if self._looks % _SWEEP == 0:
                 self._forget()
         return True
+
+    def forget(self, row: int) -> None:
+        """Drop ``row`` from the sums (its node left the cluster)."""
+        with self._lock:
+            if 0 <= row < len(self._version) and self._version[row] != NEVER:
+                rows = np.array([row])
+                self._put(rows, np.zeros((1, 5)), np.zeros(1), np.full(1, NEVER, dtype=np.int64))
 
     def shortfall(self, sizes: np.ndarray, cpu: np.ndarray, host: np.ndarray, cpu_rate: np.ndarray,
                   host_rate: np.ndarray) -> tuple[float, float]:

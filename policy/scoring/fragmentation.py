@@ -107,6 +107,11 @@ class Fragmentation:
     def observe(self, request: GPURequest) -> None:
         self.mix.observe(request)
 
+    def forget_row(self, row: int) -> None:
+        """The node at state row ``row`` left the cluster: what is remembered of it goes."""
+        self._pressure.forget(row)
+        self._spillover.forget(row)
+
     def shapes(self, candidates: Candidates, alike: tuple | None = None) -> Shapes:
         """p(m) for this decision: the learned mix under the candidates' model pressure
         (``alike``: the candidates' node states, :meth:`policy.alike.NodeStates.alike`)."""

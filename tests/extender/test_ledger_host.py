@@ -59,3 +59,32 @@ def test_a_node_that_leaves_and_returns_counts_its_pods_again():
     assert used(ledger, "b") == (2000, 2**30)
     ledger.forget_pod("uid-web")
     assert used(ledger, "b") == (0, 0)
+
+
+def test_a_strategy_that_remembers_rows_is_told_when_a_node_leaves():
+    forgotten = []
+
+    class Remembering:
+        def forget_row(self, row):
+            forgotten.append(row)
+
+    ledger = Ledger(ClusterState(), make_strategy("binpack"))
+    ledger.strategy = Remembering()
+    for name in ("a", "b"):
+        ledger.observe_node(node(name, "cgpu"))
+    row = ledger.state.index["b"]
+    ledger.forget_node("b")
+    ledger.forget_node("never-seen")
+    assert forgotten == [row]
+
+
+def test_fragmentation_forgets_a_removed_nodes_row():
+    ledger = Ledger(ClusterState(), make_strategy("fragmentation"))
+    for name in ("a", "b"):
+        ledger.observe_node(node(name, "cgpu"))
+    seen = []
+    ledger.strategy._spillover.forget = seen.append
+    ledger.strategy._pressure.forget = seen.append
+    row = ledger.state.index["a"]
+    ledger.forget_node("a")
+    assert seen == [row, row]

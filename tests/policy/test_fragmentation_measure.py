@@ -143,6 +143,17 @@ def test_model_pressure_is_the_scarcity_of_usable_idle_capacity_in_every_node_se
     assert dict(zip(labels, pressure.of(shapes))) == pytest.approx({None: 1.0, "T4": 6.5 / 0.5})
 
 
+def test_model_pressure_forgets_a_removed_nodes_row():
+    state = state_of(milli_node("t4", model="T4"), milli_node("g2", gpus=6, model="G2"), usage=[("t4", 0, 500)])
+    shapes = Shapes.of([SHARE, simple_request(100, models=frozenset({"T4"}))], [1, 1])
+    labels = [None if g is None else "T4" for g in shapes.model_groups()]
+    pressure = ModelPressure()
+    pressure.see(view_of(state, ["t4", "g2"]))
+    pressure.forget(state.index["g2"])  # only the T4 node's idle share is left: nothing scarcer than it
+    assert dict(zip(labels, pressure.of(shapes))) == pytest.approx({None: 1.0, "T4": 1.0})
+    pressure.forget(99)  # a row never seen: nothing to do
+
+
 def test_distinct_gpus_keeps_one_gpu_per_state():
     state = state_of(milli_node("n", gpus=4), usage=[("n", 1, 300), ("n", 3, 300)])
     assert distinct_gpus(view_of(state))[0, :4].tolist() == [True, True, False, False]

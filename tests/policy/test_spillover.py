@@ -125,6 +125,18 @@ def test_a_row_no_view_shows_any_more_is_forgotten(monkeypatch):
     assert shortfall(spill, 16_000, 8_000)[0] == pytest.approx((96 - 65) / 32)
 
 
+def test_a_removed_nodes_row_is_dropped_at_once_and_counts_again_when_seen():
+    state = cluster(node("gone", cpu=1_000), node("here", cpu=64_000))
+    spill = Spillover()
+    spill.see(whole(state))
+    spill.forget(state.index["gone"])
+    assert shortfall(spill, 16_000, 8_000)[0] == 0.0  # here alone: 2 × 24 cores wanted, 64 free
+    spill.forget(state.index["gone"])  # twice, or a row never seen: nothing more
+    spill.forget(99)
+    spill.see(whole(state))
+    assert shortfall(spill, 16_000, 8_000)[0] == pytest.approx((96 - 65) / 32)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1), st.sampled_from([0, 250, 500, 1000]),
                           st.integers(0, 8_000), st.booleans()), min_size=1, max_size=25))
