@@ -92,8 +92,7 @@ class Spillover:
         """Drop ``row`` from the sums (its node left the cluster)."""
         with self._lock:
             if 0 <= row < len(self._version) and self._version[row] != NEVER:
-                rows = np.array([row])
-                self._put(rows, np.zeros((1, 5)), np.zeros(1), np.full(1, NEVER, dtype=np.int64))
+                self._drop(np.array([row]))
 
     def shortfall(self, sizes: np.ndarray, cpu: np.ndarray, host: np.ndarray, cpu_rate: np.ndarray,
                   host_rate: np.ndarray) -> tuple[float, float]:
@@ -144,7 +143,11 @@ class Spillover:
     def _forget(self) -> None:
         old = np.flatnonzero((self._seen < self._looks - FORGET_AFTER) & (self._version != NEVER))
         if len(old):
-            self._put(old, np.zeros((len(old), 5)), np.zeros(len(old)), np.full(len(old), NEVER, dtype=np.int64))
+            self._drop(old)
+
+    def _drop(self, rows: np.ndarray) -> None:
+        """Take ``rows`` out of the sums; seen again, they are read afresh."""
+        self._put(rows, np.zeros((len(rows), 5)), np.zeros(len(rows)), np.full(len(rows), NEVER, dtype=np.int64))
 
 
 def _values(view) -> tuple[np.ndarray, np.ndarray]:
