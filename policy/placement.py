@@ -101,6 +101,14 @@ class Candidates:
         healthy = self.view.healthy
         return fill(np.where(healthy, self.view.full, 0.0).sum(axis=1), healthy.sum(axis=1))
 
+    def host_fill_after(self) -> np.ndarray:
+        """Mean fullness of the node's CPU and host memory once the pod is on it, (n,), as
+        kube-scheduler's MostAllocated weighs the two (a resource whose allocatable is not known
+        counts as empty)."""
+        view, request = self.view, self.request
+        return (fill(view.cpu_used + request.cpu, view.cpu_total)
+                + fill(view.host_mem_used + request.host_memory, view.host_mem_total)) / 2
+
     def fill_after(self) -> np.ndarray:
         """Mean fullness of the chosen GPUs once the pod is on them, (n,).
 

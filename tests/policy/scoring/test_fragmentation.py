@@ -54,8 +54,26 @@ def test_equal_growth_goes_to_the_fuller_node():
     state = build({"a": (node("a", gpus=4), [(0, 1000, 0)]), "b": (node("b", gpus=4), []),
                    "c": (node("c", gpus=4), [(0, 1000, 0), (1, 1000, 0)])})
     raw, scores = raw_and_scores(state, WHOLE, learned(WHOLE))
-    assert raw["c"] > raw["a"] > raw["b"] and raw["c"] - raw["b"] < 1e-7
+    assert raw["c"] > raw["a"] > raw["b"] and raw["c"] - raw["b"] < 2**-20  # below the growths' resolution
     assert scores["c"] == 10
+
+
+def test_equal_growth_and_gpu_fullness_go_to_the_node_with_the_fuller_host():
+    # Identical GPUs, so the whole-GPU pod grows the measure alike on both; "packed" has less CPU and memory left
+    # once the pod is on it. Left as a tie, kube-scheduler's LeastAllocated would pick "loose".
+    state = build({"packed": (node("packed", gpus=4), [(0, 1000, 0)]),
+                   "loose": (node("loose", gpus=4), [(0, 1000, 0)])})
+    state.add_host_usage("packed", 16_000, 2**34)
+    raw, scores = raw_and_scores(state, WHOLE, learned(WHOLE))
+    assert raw["packed"] > raw["loose"] and scores == {"packed": 10, "loose": 0}
+
+
+def test_gpu_fullness_orders_before_the_host():
+    state = build({"gpus": (node("gpus", gpus=4), [(0, 1000, 0), (1, 1000, 0)]),
+                   "host": (node("host", gpus=4), [(0, 1000, 0)])})
+    state.add_host_usage("host", 30_000, 2**35)
+    raw, _ = raw_and_scores(state, WHOLE, learned(WHOLE))
+    assert raw["gpus"] > raw["host"]
 
 
 def test_cpu_hungry_pods_keep_away_from_nodes_whose_gpus_they_would_strand():
