@@ -25,5 +25,6 @@ SCALE = 2.0 ** -40
 
 
 def tie(gpu_fill: np.ndarray, host_fill: np.ndarray) -> np.ndarray:
-    """``tie(u, h)`` of each node (see module doc)."""
-    return (np.floor(gpu_fill * U_STEPS) + host_fill) * SCALE
+    """``tie(u, h)`` of each node (see module doc); u and h are clipped to [0, 1] (a node whose pods
+    ask for more than it has, as the API server may report it, is no more than full)."""
+    return (np.floor(np.clip(gpu_fill, 0, 1) * U_STEPS) + np.clip(host_fill, 0, 1)) * SCALE

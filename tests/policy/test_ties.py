@@ -21,3 +21,4 @@ def test_growth_orders_first_then_gpu_fullness_then_the_host(a, b):
 def test_below_the_growths_resolution():
     assert tie(np.array(1.0), np.array(1.0)) < RESOLUTION / 2
     assert tie(np.array(0.0), np.array(0.0)) == 0
+    assert tie(np.array(5.0), np.array(1e9)) == tie(np.array(1.0), np.array(1.0))  # over-committed: full
