@@ -22,3 +22,10 @@ def test_below_the_growths_resolution():
     assert tie(np.array(1.0), np.array(1.0)) < RESOLUTION / 2
     assert tie(np.array(0.0), np.array(0.0)) == 0
     assert tie(np.array(5.0), np.array(1e9)) == tie(np.array(1.0), np.array(1.0))  # over-committed: full
+
+
+def test_float_noise_in_the_gpu_fullness_leaves_the_host_to_decide():
+    milli = np.array([992, 432, 743, 29, 540, 227, 782, 255])  # 4,000 of 8,000: half full
+    noisy = (milli / 1000).sum() / 8
+    assert noisy != 0.5  # 0.49999999999999994
+    assert tie(np.array(noisy), np.array(0.6)) > tie(np.array(0.5), np.array(0.4))
