@@ -66,6 +66,10 @@ def test_equal_growth_and_gpu_fullness_go_to_the_node_with_the_fuller_host():
     state.add_host_usage("packed", 16_000, 2**34)
     raw, scores = raw_and_scores(state, WHOLE, learned(WHOLE))
     assert raw["packed"] > raw["loose"] and scores == {"packed": 10, "loose": 0}
+    blind = Fragmentation(starved=False)  # nothing keeps the CPU idle GPUs need: packing the host would strand them
+    blind.observe(WHOLE)
+    raw, _ = raw_and_scores(state, WHOLE, blind)
+    assert raw["packed"] == raw["loose"]
 
 
 def test_gpu_fullness_orders_before_the_host():
