@@ -55,7 +55,7 @@ whole trace in advance:
   CPU and memory with the pod (``Candidates.host_fill_after``); they only
   break ties in Δ (lexicographic: Δ is rounded first), towards the fuller
   node, which keeps idle nodes whole for big pods and CPU whole where GPUs
-  will need it. Ties are common (four decisions in ten on the traces, ~100
+  will need it. Ties are common (four decisions in ten in a cpu25 replay, ~100
   nodes each); left to kube-scheduler, its LeastAllocated breaks them the
   other way (cpu25: 7.10 % against 6.82 % unallocated, broken at random).
   h counts only with Starved (else 0), which keeps on each node the CPU its
