@@ -12,8 +12,11 @@ thread (:func:`inline`).
 
 from __future__ import annotations
 
+import threading
+
 from extender.app import create_app
 from extender.config import Config
+from extender.heap import freeze_after_sync
 from extender.httpserver import HTTPServer, Limits, tls_context
 from extender.logs import configure
 
@@ -51,10 +54,14 @@ class ExtenderServer:
         self.http = HTTPServer(app, self._host, self._port, threads=self._threads,
                                limits=Limits(body_bytes=self._config.max_body_bytes), ssl_context=context,
                                probe_port=self._probe_port, inline=inline, direct=direct_routes(app))
+        extender = app.extensions.get("cgpu")
+        stopped = threading.Event()
+        if extender is not None:
+            freeze_after_sync(extender.ready, stopped)
         try:
             self.http.run()
         finally:
-            extender = app.extensions.get("cgpu")
+            stopped.set()
             stop = getattr(getattr(extender, "cluster", None), "stop", None)
             if stop is not None:
                 stop()
