@@ -361,6 +361,9 @@ class _Handler(BaseHTTPRequestHandler):
     # a reply's head and body go out in two writes: with Nagle's algorithm the body waits for the
     # client's delayed ACK (40 ms a request on Linux); kube-apiserver, in Go, sets TCP_NODELAY too
     disable_nagle_algorithm = True
+    # and, as Go's net/http does for a small reply, in one write: written unbuffered, the head and
+    # the body went out as two segments, and a client waiting on the reply woke for each
+    wbufsize = 64 * 1024
     kube: FakeKube
 
     def log_message(self, format, *args):  # noqa: A002 - quiet
@@ -429,6 +432,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self.wfile.flush()  # the head at once: a watch may wait long for its first event
         try:
             for event_type, obj in self.kube.watch_events(kind, namespace, since, deadline):
                 if event_type == "CUT":
