@@ -65,16 +65,17 @@ class RawApi:
             raise reply
         return reply
 
-    def _send(self, requests: list[tuple[str, str, dict, str]]) -> list:
+    def _send(self, requests: list[tuple[str, str, dict, str]], settle: float = 0.0) -> list:
         """Per ``(method, path, body, content type)``, the reply as JSON or the exception that failed
         it (an ``ApiException`` for a status not 2xx); pipelined on one connection where the
-        transport is ours, else one after another."""
+        transport is ours (its replies read ``settle`` seconds after the write), else one after
+        another."""
         sent = [(method, path,
                  {**self._headers(path, method), "Accept": "application/json", "Content-Type": content_type},
                  orjson.dumps(body)) for method, path, body, content_type in requests]
         if self._direct is not None:
             replies = self._direct.pipeline([(method, self._prefix + path, headers, data)
-                                             for method, path, headers, data in sent])
+                                             for method, path, headers, data in sent], settle)
         else:
             replies = [self._pooled(*request) for request in sent]
         return [reply if isinstance(reply, Exception) else self._json(*reply) for reply in replies]
@@ -106,10 +107,11 @@ class RawApi:
     def create_binding(self, namespace: str, name: str, body: dict) -> dict:
         return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding", body)
 
-    def create_events(self, events: list[tuple[str, dict]]) -> list:
-        """Create each ``(namespace, Event)``: per event, the reply or the exception that failed it."""
+    def create_events(self, events: list[tuple[str, dict]], settle: float = 0.0) -> list:
+        """Create each ``(namespace, Event)``: per event, the reply or the exception that failed it
+        (``settle``: see :meth:`_send`)."""
         return self._send([("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body, "application/json")
-                           for namespace, body in events])
+                           for namespace, body in events], settle)
 
 
 def direct_client(configuration, timeout: float) -> KeepAliveClient | None:

@@ -29,6 +29,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
@@ -54,10 +55,11 @@ class KeepAliveClient:
             raise reply
         return reply
 
-    def pipeline(self, requests: list[tuple[str, str, dict, bytes]]) -> list:
+    def pipeline(self, requests: list[tuple[str, str, dict, bytes]], settle: float = 0.0) -> list:
         """Send every ``(method, path, headers, body)`` at once on one connection (HTTP/1.1
-        pipelining: one write and one wake-up for many requests), then read the replies in
-        order. Per request, ``(status, reason, data)``, or the :class:`OSError` that cut it off
+        pipelining: one write and one wake-up for many requests), then (after ``settle``
+        seconds, so that the replies, which the server writes one by one, are read together
+        rather than each on a wake-up of its own) read the replies in order. Per request, ``(status, reason, data)``, or the :class:`OSError` that cut it off
         (a failure ends the connection: that request and every later one get it; a reply that
         closes the connection leaves the later ones unanswered, never sent again)."""
         conn = self._connection()
@@ -65,6 +67,8 @@ class KeepAliveClient:
         replies: list = []
         try:
             conn.sock.sendall(data)
+            if settle > 0:
+                time.sleep(settle)
             for method, *_ in requests:
                 status, reason, body, keep = _read_reply(conn.reader, method)
                 replies.append((status, reason, body))

@@ -4,6 +4,7 @@ kept connections reused only when quiet, TLS as the kubernetes client configures
 import socket
 import ssl
 import threading
+import time
 
 import pytest
 from kubernetes import client
@@ -136,6 +137,15 @@ def test_a_pipeline_sends_every_request_before_it_reads_a_reply():
     assert [line.split(b" ")[1] for line in received[0].split(b"\r\n") if line.startswith(b"POST")] == \
         [b"/e/0", b"/e/1", b"/e/2"]
     listener.close()
+
+
+def test_a_pipeline_may_wait_before_reading_replies_the_server_sends_one_by_one(scripted):
+    server = scripted(OK, OK, lambda sock: (time.sleep(0.1), sock.sendall(OK)))  # the last one late
+    c = KeepAliveClient("127.0.0.1", server.port, timeout=5)
+    started = time.monotonic()
+    replies = c.pipeline([("POST", "/", {}, b"{}")] * 3, settle=0.2)
+    assert time.monotonic() - started >= 0.2  # read after the settle, when all three are there
+    assert [r[0] for r in replies] == [201] * 3
 
 
 def test_a_pipeline_cut_short_fails_the_rest_and_a_closing_reply_leaves_the_rest_unanswered(scripted):

@@ -64,10 +64,11 @@ def test_a_burst_of_events_goes_in_one_write_and_a_failed_one_is_counted_alone(k
     from extender.kube import backend
 
     cluster = connect(kube)
-    sent = []
+    sent, settles = [], []
 
-    def create_events(events):
+    def create_events(events, settle=0.0):
         sent.append([body["involvedObject"]["name"] for _, body in events])
+        settles.append(settle)
         return [ValueError("refused") if body["involvedObject"]["name"] == "p2" else {} for _, body in events]
 
     cluster.raw.create_events = create_events
@@ -76,6 +77,7 @@ def test_a_burst_of_events_goes_in_one_write_and_a_failed_one_is_counted_alone(k
     cluster._events.put(None)  # stop after them
     cluster._send_events()
     assert sent == [["p0", "p1", "p2", "p3", "p4"]]
+    assert settles == [backend.EVENT_REPLIES_AFTER_SECONDS]  # a batch's replies are read together
     assert cluster.event_counts() == {(ALLOCATED, "sent"): 4, (ALLOCATED, "failed"): 1}
     assert backend.EVENT_BATCH >= 5
 
@@ -83,7 +85,7 @@ def test_a_burst_of_events_goes_in_one_write_and_a_failed_one_is_counted_alone(k
 def test_a_batch_that_fails_whole_is_one_log_line_not_one_per_event(kube, caplog, monkeypatch):
     monkeypatch.setattr(get_logger(), "propagate", True)  # configure() (serve) turns it off; caplog reads the root
     cluster = connect(kube)
-    cluster.raw.create_events = lambda events: [ConnectionRefusedError("refused")] * len(events)
+    cluster.raw.create_events = lambda events, settle=0.0: [ConnectionRefusedError("refused")] * len(events)
     for i in range(20):
         cluster._event(ALLOCATED, {"name": f"p{i}", "namespace": "default", "uid": f"u{i}"}, "gpu-a", {})
     cluster._events.put(None)
