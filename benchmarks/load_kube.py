@@ -413,7 +413,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pipelined", type=float, nargs="+", metavar="OWN_MS",
                         help="instead: kube-scheduler's cycle paced at OWN_MS of its own work per pod, "
-                             "binds concurrent (see measure_pipelined)")
+                             "binds concurrent (see measure_pipelined); 0: as fast as the driver goes")
     parser.add_argument("--write-ms", type=float, default=5.0, help="with --pipelined: ms per API write")
     parser.add_argument("--by-thread", action="store_true",
                         help="with --pipelined: the CPU per pod of each of the extender's threads (needs py-spy)")
@@ -435,9 +435,13 @@ def main(argv=None) -> int:
         for nodes in args.nodes:
             for own_ms in args.pipelined:
                 r = measure_pipelined(nodes, args.pods, args.seed, own_ms, args.write_ms, split=args.by_thread)
-                print(f"{nodes} nodes, scheduler's own {own_ms} ms/pod (alone: {r['alone_pods_per_s']} pods/s), "
+                share = (f"({100 * r['pods_per_s'] / r['alone_pods_per_s']:.0f} %)" if own_ms else
+                         "(as fast as this driver goes: the extender's ceiling is 1 / CPU per pod, "
+                         f"{1000 / max(r['cpu_ms_per_pod'], 1e-9):.0f} pods/s a core)")
+                alone = f"alone: {r['alone_pods_per_s']} pods/s" if own_ms else "no pause"
+                print(f"{nodes} nodes, scheduler's own {own_ms} ms/pod ({alone}), "
                       f"API writes {args.write_ms} ms: {r['pods_per_s']} pods/s through the extender "
-                      f"({100 * r['pods_per_s'] / r['alone_pods_per_s']:.0f} %), {r['bound']} of {r['pods']} "
+                      f"{share}, {r['bound']} of {r['pods']} "
                       f"bound; filter + prioritize p50 {r['calls_ms'][0]} / p99 {r['calls_ms'][1]} ms (the extender's "
                       f"handling p50 {r['handled_ms'][0]} / p99 {r['handled_ms'][1]} ms); bind p50 "
                       f"{r['bind_ms'][0]} / p99 {r['bind_ms'][1]} ms; {r['cpu_ms_per_pod']} CPU-ms per pod",
