@@ -27,11 +27,14 @@ def freeze_after_sync(ready: Callable[[], bool], stop: threading.Event, interval
     """Start a daemon thread that, once ``ready()`` is true, collects and freezes the heap once
     and ends (or ends without doing so when ``stop`` is set first)."""
     def wait_then_freeze():
-        while not stop.is_set():
-            if ready():
-                freeze()
-                return
-            stop.wait(interval)
+        try:
+            while not stop.is_set():
+                if ready():
+                    freeze()
+                    return
+                stop.wait(interval)
+        except Exception as exc:  # noqa: BLE001 - only a pause is at stake: say so and leave the heap as it is
+            get_logger().warning("heap not frozen", exc_info=exc)
 
     thread = threading.Thread(target=wait_then_freeze, name="heap-freeze", daemon=True)
     thread.start()

@@ -42,3 +42,13 @@ def test_stopped_before_sync_freezes_nothing(unfrozen):
     thread.join(5)
     assert not thread.is_alive()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_failing_readiness_check_leaves_the_heap_as_it_is(unfrozen):
+    def ready():
+        raise RuntimeError("no view")
+
+    thread = freeze_after_sync(ready, threading.Event(), interval=0.01)
+    thread.join(5)
+    assert not thread.is_alive()
+    assert gc.get_freeze_count() == 0
