@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from extender.heap import freeze_after_sync
+from extender.logs import get_logger
 
 
 @pytest.fixture
@@ -44,11 +45,15 @@ def test_stopped_before_sync_freezes_nothing(unfrozen):
     assert gc.get_freeze_count() == 0
 
 
-def test_a_failing_readiness_check_leaves_the_heap_as_it_is(unfrozen):
+def test_a_failing_readiness_check_is_logged_and_leaves_the_heap_as_it_is(unfrozen, caplog, monkeypatch):
+    monkeypatch.setattr(get_logger(), "propagate", True)  # configure() (serve) turns it off; caplog reads the root
+
     def ready():
         raise RuntimeError("no view")
 
-    thread = freeze_after_sync(ready, threading.Event(), interval=0.01)
-    thread.join(5)
+    with caplog.at_level("WARNING"):
+        thread = freeze_after_sync(ready, threading.Event(), interval=0.01)
+        thread.join(5)
     assert not thread.is_alive()
     assert gc.get_freeze_count() == 0
+    assert [r.getMessage() for r in caplog.records] == ["heap not frozen"]
