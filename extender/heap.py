@@ -3,8 +3,8 @@
 The first sync leaves ~175,000 tracked objects at 5,000 nodes (the watched
 objects, the ledger), nearly all of them alive until the process ends. Each
 full (generation 2) collection walks all of them: 39 ms at rest on the 2-core
-VM of ``benchmarks/RESULTS.md``, 66 – 146 ms measured under load, a pause in
-the middle of whatever request the loop was serving. :func:`freeze_after_sync`
+VM of ``benchmarks/RESULTS.md``, 59 – 146 ms in in-process runs under load, a
+pause in the middle of whatever request the loop was serving. :func:`freeze_after_sync`
 waits in a thread of its own until the view is synced once, collects, and
 moves every object alive then to the permanent generation (``gc.freeze()``),
 which no later collection walks; a full pass then costs what the objects

@@ -358,11 +358,11 @@ _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<bi
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    # a reply's head and body go out in two writes: with Nagle's algorithm the body waits for the
-    # client's delayed ACK (40 ms a request on Linux); kube-apiserver, in Go, sets TCP_NODELAY too
+    # as kube-apiserver (Go's net/http) does: TCP_NODELAY, and a small reply's head and body in
+    # one write. Unbuffered, the stdlib handler writes them apart: with Nagle's algorithm the body
+    # then waits for the client's delayed ACK (40 ms a request on Linux), and without it a client
+    # waiting on the reply wakes twice
     disable_nagle_algorithm = True
-    # and, as Go's net/http does for a small reply, in one write: written unbuffered, the head and
-    # the body went out as two segments, and a client waiting on the reply woke for each
     wbufsize = 64 * 1024
     kube: FakeKube
 

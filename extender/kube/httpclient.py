@@ -57,11 +57,12 @@ class KeepAliveClient:
 
     def pipeline(self, requests: list[tuple[str, str, dict, bytes]], settle: float = 0.0) -> list:
         """Send every ``(method, path, headers, body)`` at once on one connection (HTTP/1.1
-        pipelining: one write and one wake-up for many requests), then (after ``settle``
-        seconds, so that the replies, which the server writes one by one, are read together
-        rather than each on a wake-up of its own) read the replies in order. Per request, ``(status, reason, data)``, or the :class:`OSError` that cut it off
-        (a failure ends the connection: that request and every later one get it; a reply that
-        closes the connection leaves the later ones unanswered, never sent again)."""
+        pipelining: one write and one wake-up for many requests), then read the replies in
+        order, ``settle`` seconds later if given (the server writes them one by one: read
+        together, they cost one wake-up, not one each). Per request, ``(status, reason,
+        data)``, or the :class:`OSError` that cut it off (a failure ends the connection: that
+        request and every later one get it; a reply that closes the connection leaves the
+        later ones unanswered, never sent again)."""
         conn = self._connection()
         data = b"".join(self._request_bytes(*request) for request in requests)
         replies: list = []
