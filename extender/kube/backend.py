@@ -215,7 +215,7 @@ class KubernetesCluster:
                   for reason, meta, node, annotations in batch]
         try:
             replies = self.raw.create_events([(event["metadata"]["namespace"], event) for event in events],
-                                             settle=EVENT_REPLIES_AFTER_SECONDS if len(events) > 1 else 0.0)
+                                             settle=EVENT_REPLIES_AFTER_SECONDS)
         except Exception as exc:  # noqa: BLE001 - e.g. the auth hook failed: every event of the batch failed
             replies = [exc] * len(events)
         failed = []

@@ -58,8 +58,8 @@ class KeepAliveClient:
     def pipeline(self, requests: list[tuple[str, str, dict, bytes]], settle: float = 0.0) -> list:
         """Send every ``(method, path, headers, body)`` at once on one connection (HTTP/1.1
         pipelining: one write and one wake-up for many requests), then read the replies in
-        order, ``settle`` seconds later if given (the server writes them one by one: read
-        together, they cost one wake-up, not one each). Per request, ``(status, reason,
+        order, ``settle`` seconds later if given and there are several (the server writes them
+        one by one: read together, they cost one wake-up, not one each). Per request, ``(status, reason,
         data)``, or the :class:`OSError` that cut it off (a failure ends the connection: that
         request and every later one get it; a reply that closes the connection leaves the
         later ones unanswered, never sent again)."""
@@ -68,7 +68,7 @@ class KeepAliveClient:
         replies: list = []
         try:
             conn.sock.sendall(data)
-            if settle > 0:
+            if settle > 0 and len(requests) > 1:  # one reply has nothing to be read together with
                 time.sleep(settle)
             for method, *_ in requests:
                 status, reason, body, keep = _read_reply(conn.reader, method)

@@ -146,6 +146,10 @@ def test_a_pipeline_may_wait_before_reading_replies_the_server_sends_one_by_one(
     replies = c.pipeline([("POST", "/", {}, b"{}")] * 3, settle=0.2)
     assert time.monotonic() - started >= 0.2  # read after the settle, when all three are there
     assert [r[0] for r in replies] == [201] * 3
+    alone = KeepAliveClient("127.0.0.1", scripted(OK).port, timeout=5)
+    started = time.monotonic()
+    assert alone.pipeline([("POST", "/", {}, b"{}")], settle=5)[0][0] == 201
+    assert time.monotonic() - started < 5  # one reply is read at once
 
 
 def test_a_pipeline_cut_short_fails_the_rest_and_a_closing_reply_leaves_the_rest_unanswered(scripted):
