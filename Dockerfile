@@ -1,4 +1,4 @@
-# cgpu-extender image: one process serving the extender (see extender/server.py, extender/httpserver.py).
+# cgpu-extender image: gunicorn serving the extender with one worker (see extender/serving/).
 # docker build -t cgpu-extender:0.1.0 .
 FROM python:3.11-slim
 

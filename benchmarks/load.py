@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import orjson
 
+from benchmarks import processes
 from benchmarks.slowclients import free_port, wait_ready
 from benchmarks.synthetic import cluster_objects, pending_pod
 
@@ -212,17 +213,6 @@ def schedule(port: int, pods: list, names: list, node_objects: list | None, run:
     pool.shutdown()
 
 
-def rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
 def pinning() -> tuple[set, set] | None:
     """(server cores, driver cores): the extender on one core, the driver on the rest,
     so that neither steals the other's core mid-request; None on a one-core machine."""
@@ -253,8 +243,8 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
         started = time.monotonic()
         wait_ready(port, timeout=600, process=process)
         result["startup_s"] = round(time.monotonic() - started, 1)
-        worker = process.pid  # one process serves (extender.server)
-        result["rss_mb_at_start"] = rss_mb(worker)
+        worker = process.pid  # gunicorn's arbiter; processes.rss_mb reads its worker
+        result["rss_mb_at_start"] = processes.rss_mb(worker)
         counter = 0
         for mode in modes:
             full = [node_status_bulk(n) for n in node_objects] if mode == "objects" else None
@@ -275,7 +265,7 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
                 "ratio_to_floor_p50": {v: round(e["server_ms"][v]["p50"] / f["server_ms"][v]["p50"], 2)
                                        for v in VERBS},
                 "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
-                "rss_mb_at_end": rss_mb(worker),
+                "rss_mb_at_end": processes.rss_mb(worker),
                 "pinned": pinned,
             }
     finally:

@@ -56,6 +56,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakekube import FakeKube  # noqa: E402  (the tests' fake API server, run here in the driver)
 
+from benchmarks import processes  # noqa: E402
 from benchmarks.slowclients import free_port, wait_ready  # noqa: E402
 from benchmarks.synthetic import cluster_objects, pending_pod  # noqa: E402
 
@@ -75,15 +76,20 @@ def _py_spy() -> str:
 
 
 def thread_cpu(pid: int) -> dict[str, int]:
-    """CPU nanoseconds of each live thread of the process, by thread id (``schedstat``; ``stat``
-    counts 10 ms ticks, too coarse for the watch's share)."""
+    """CPU nanoseconds of each live thread of the served extender (gunicorn's arbiter and its
+    worker), by thread id (``schedstat``; ``stat`` counts 10 ms ticks, too coarse for the watch's share)."""
     spent = {}
-    for task in os.listdir(f"/proc/{pid}/task"):
+    for process in processes.tree(pid):
         try:
-            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
-                spent[task] = int(stat.read().split()[0])
-        except OSError:  # the thread ended meanwhile
-            pass
+            tasks = os.listdir(f"/proc/{process}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{process}/task/{task}/schedstat") as stat:
+                    spent[task] = int(stat.read().split()[0])
+            except OSError:  # the thread ended meanwhile
+                pass
     return spent
 
 
@@ -95,11 +101,14 @@ def cpu_seconds(pid: int) -> float:
 def thread_names(pid: int) -> dict[str, str]:
     """Python's name of each thread of the process, by thread id (:func:`names_in_dump` of
     ``py-spy dump``); empty without py-spy (the bench extra)."""
-    try:
-        return names_in_dump(subprocess.run([_py_spy(), "dump", "--pid", str(pid)], capture_output=True,
-                                            text=True, timeout=60).stdout)
-    except (OSError, subprocess.SubprocessError):
-        return {}
+    names = {}
+    for process in processes.tree(pid):
+        try:
+            names.update(names_in_dump(subprocess.run([_py_spy(), "dump", "--pid", str(process)],
+                                                      capture_output=True, text=True, timeout=60).stdout))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return names
 
 
 def names_in_dump(dump: str) -> dict[str, str]:
@@ -127,11 +136,6 @@ def by_thread(pid: int, spent: dict[str, int], per: int) -> dict[str, float]:
         label = names.get(tid, f"thread {tid}")
         ms[label] = ms.get(label, 0.0) + ns / 1e6 / max(per, 1)
     return {k: round(v, 3) for k, v in sorted(ms.items(), key=lambda kv: -kv[1])}
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
 
 
 def post(connection, path: str, body: bytes) -> tuple[dict | list, float]:
@@ -271,13 +275,13 @@ def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = 
     with served(nodes, seed) as (kube, server, port, names, startup):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         base = "/cgpu-scheduler"
-        rss0 = rss_mb(server.pid)
+        rss0 = processes.rss_mb(server.pid)
         phases = {}
 
         def phase(name, work, settle=2.0):
             spy = None
             if profile and name.startswith(profile[0]):  # py-spy (the bench extra) on that phase
-                spy = subprocess.Popen([_py_spy(), "record", "-p", str(server.pid), "-o", profile[1], "-f", "raw",
+                spy = subprocess.Popen([_py_spy(), "record", "-p", str(processes.worker(server.pid)), "-o", profile[1], "-f", "raw",
                                         "-r", "500", "--nonblocking", "--gil"], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
                 time.sleep(1.0)
@@ -313,7 +317,7 @@ def measure(nodes: int, pods: int, seed: int, profile: tuple[str, str] | None = 
                 "cpu_ms_per_pod": round(1000 * cpu / n, 2),
                 "phases_ms_per_pod": {k: round(1000 * c / n, 2) for k, (c, _) in phases.items()},
                 "ceiling_pods_per_s": round(len(bound) / cpu) if cpu else None,
-                "rss_mb": [round(rss0), round(rss_mb(server.pid))]}
+                "rss_mb": [round(rss0), round(processes.rss_mb(server.pid))]}
 
 
 

@@ -1,10 +1,10 @@
-"""The extender as deployed (one process, extender.httpserver) plus a *floor* endpoint.
+"""The extender as deployed (gunicorn, one worker: extender.serving) plus a *floor* endpoint.
 
 ``POST /floor/<verb>`` decodes the JSON body (all of it, with the same
 library the extender uses) and answers the bytes the extender answered to the
 same body, read from the driver's record (``--replies FILE``, the range named
-by the ``X-Floor-Reply: offset:length`` header). It runs in the same process,
-behind the same server, Flask and Server-Timing hooks, and the driver does
+by the ``X-Floor-Reply: offset:length`` header). It runs in the same worker,
+behind the same server (a bare Flask JSON echo on gunicorn), Flask and Server-Timing hooks, and the driver does
 the same work with its replies, so the difference between the two is the
 extender's own work.
 
@@ -21,7 +21,8 @@ from flask import Blueprint, Response, request
 
 from extender.app import create_app
 from extender.config import Config
-from extender.server import ExtenderServer
+from extender.serving.application import ExtenderApplication, Listening
+from extender.serving.budgets import Limits
 
 FLOOR_PREFIX = "/floor"
 
@@ -54,8 +55,9 @@ def main(argv=None) -> None:
     parser.add_argument("--scoring", default="ack")
     args = parser.parse_args(argv)
     config = Config(cluster_file=args.cluster, log_level=args.log_level, scoring=args.scoring)
-    ExtenderServer(config, args.host, args.port, threads=args.threads,
-                   factory=lambda c: create_floor_app(c, args.replies)).run()
+    ExtenderApplication(config, Listening(args.host, args.port, threads=args.threads),
+                        Limits().for_body(config.max_body_bytes),
+                        factory=lambda c: create_floor_app(c, args.replies)).run()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import time
 
 import orjson
 
+from benchmarks import processes
+
 STALLS = (
     b"POST /cgpu-scheduler/filter HTTP/1.1\r\nHo",
     b"POST /cgpu-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -92,9 +94,9 @@ def main(argv=None) -> int:
         time.sleep(0.5)
         times = [filter_once(port, args.timeout) for _ in range(args.requests)]
         answered = [t for t in times if t is not None]
-        rss = open(f"/proc/{server.pid}/status").read().split("VmRSS:")[1].split()[0]
-        print(f"stalled sockets: {args.stalled}; server threads: {len(os.listdir(f'/proc/{server.pid}/task'))}; "
-              f"RSS {int(rss) / 1024:.0f} MB")
+        worker = processes.worker(server.pid)
+        print(f"stalled sockets: {args.stalled}; worker threads: {len(os.listdir(f'/proc/{worker}/task'))}; "
+              f"RSS {processes.rss_mb(server.pid):.0f} MB")
         for label, sample, total in (("without stalled sockets", baseline, args.requests),
                                      ("with them", answered, args.requests)):
             if sample:

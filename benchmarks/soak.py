@@ -19,6 +19,7 @@ import time
 
 import orjson
 
+from benchmarks import processes
 from benchmarks.slowclients import free_port, wait_ready
 
 NODES = ["gpu-core-a", "gpu-core-b", "gpu-core-full", "gpu-cgpu-a", "gpu-share-a", "gpu-whole-a"]
@@ -51,11 +52,6 @@ def body_for(rng: random.Random, i: int) -> tuple[str, bytes]:
     return "filter", b"{" * rng.randint(1, 5000)
 
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -74,7 +70,7 @@ def main(argv=None) -> int:
         statuses: dict = {}
         started = time.monotonic()
         print(f"{'requests':>9} {'RSS MB':>7} {'s':>6}")
-        print(f"{0:>9} {rss_mb(server.pid):>7.1f} {0:>6.0f}")
+        print(f"{0:>9} {processes.rss_mb(server.pid):>7.1f} {0:>6.0f}")
         for i in range(1, args.requests + 1):
             verb, body = body_for(rng, i)
             connection.request("POST", f"/cgpu-scheduler/{verb}", body, {"Content-Type": "application/json"})
@@ -85,7 +81,7 @@ def main(argv=None) -> int:
                 connection.close()
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             if i % args.every == 0:
-                print(f"{i:>9} {rss_mb(server.pid):>7.1f} {time.monotonic() - started:>6.0f}", flush=True)
+                print(f"{i:>9} {processes.rss_mb(server.pid):>7.1f} {time.monotonic() - started:>6.0f}", flush=True)
         print("statuses:", dict(sorted(statuses.items())))
         return 0 if not any(s >= 500 for s in statuses) else 1
     finally:

@@ -67,22 +67,6 @@ class Verbs:
         self._metrics.observe(verb, seconds)
         return status, [("Content-Type", JSON), ("Server-Timing", timing(seconds))], data
 
-    def direct(self) -> dict[tuple[bytes, bytes], Callable]:
-        """``{(b"POST", path): handler(headers, body) -> (status, headers, chunks)}`` for
-        :class:`~extender.httpserver.HTTPServer` (header names lower case, as extender.httpparse gives them)."""
-        def handler(verb: str, path: str):
-            def serve(headers: list[tuple[bytes, bytes]], body: bytes):
-                content_type = None
-                for name, value in headers:
-                    if name == b"content-type":
-                        content_type = value.decode("latin-1")
-                status, out, data = self.reply(verb, path, content_type, body)
-                return status, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out], [data]
-            return serve
-
-        return {(b"POST", f"{self._prefix}/{verb}".encode()): handler(verb, f"{self._prefix}/{verb}")
-                for verb in VERBS}
-
 
 def timing(seconds: float) -> str:
     """The ``Server-Timing`` value for a handler that took ``seconds``."""

@@ -113,23 +113,3 @@ def running_pod(name: str, node_name: str, gpu: int, gib: int, priority: int, gp
     p["spec"]["priority"] = priority
     p["status"] = {"phase": "Running", "startTime": created}
     return p
-
-
-class ServedInThread:
-    """``with ServedInThread(server) as server:`` runs an :class:`extender.httpserver.HTTPServer`
-    in a thread for the block, started (its ports known) on entry, stopped on exit."""
-
-    def __init__(self, server):
-        import threading
-
-        self.server = server
-        self.thread = threading.Thread(target=server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        assert self.server.started.wait(10), "the server did not start"
-        return self.server
-
-    def __exit__(self, *exc):
-        self.server.stop()
-        self.thread.join(10)

@@ -1,4 +1,4 @@
-"""``cgpu-extender serve``: run the extender (one process, :mod:`extender.httpserver`)."""
+"""``cgpu-extender serve``: run the extender (gunicorn, one worker: :mod:`extender.serving`)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from extender.clusterfile import ClusterFileError, check
-    from extender.server import ExtenderServer
+    from extender.serving.application import ExtenderApplication, ListenError, Listening
+    from extender.serving.budgets import Limits
     from extender.templates import TemplatesError
     from extender.templates import load as load_templates
 
@@ -87,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
         print("cgpu-extender: --tls-cert and --tls-key go together, and --client-ca needs them", file=sys.stderr)
         return 2
     if args.tls_cert:
-        from extender.httpserver import tls_context
+        from extender.serving.tls import check_tls_files
 
         try:
-            tls_context(args.tls_cert, args.tls_key, args.client_ca)  # fail here, clearly
+            check_tls_files(args.tls_cert, args.tls_key, args.client_ca)  # fail here, clearly
         except (OSError, ValueError) as exc:
             print(f"cgpu-extender: cannot use the TLS files: {exc}", file=sys.stderr)
             return 2
@@ -131,6 +132,12 @@ def run(args: argparse.Namespace) -> int:
                     placeholder_priority_class=args.placeholder_priority_class,
                     placeholder_image=args.placeholder_image, placeholder_interval=args.placeholder_interval,
                     placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes)
-    ExtenderServer(config, args.host, args.port, threads=args.threads, tls_cert=args.tls_cert,
-                   tls_key=args.tls_key, client_ca=args.client_ca, probe_port=args.probe_port).run()
+    where = Listening(host=args.host, port=args.port, probe_port=args.probe_port, tls_cert=args.tls_cert,
+                      tls_key=args.tls_key, client_ca=args.client_ca, threads=args.threads)
+    try:
+        application = ExtenderApplication(config, where, Limits().for_body(args.max_body_bytes))
+    except ListenError as exc:
+        print(f"cgpu-extender: {exc}", file=sys.stderr)
+        return 2
+    application.run()  # gunicorn's arbiter: returns only by SystemExit
     return 0

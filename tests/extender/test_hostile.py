@@ -2,7 +2,7 @@
 message, the server stays up (healthz answers after each), and the ledger is
 exactly as it was (inspect's fingerprint unchanged).
 
-Served for real (extender.httpserver on loopback, the demo cluster), so the
+Served for real (gunicorn and our worker on loopback, the demo cluster), so the
 transport cases (malformed HTTP, oversized bodies, stalled sockets) meet the
 server kube-scheduler meets.
 """
@@ -15,12 +15,11 @@ import time
 import orjson
 import pytest
 
-from builders import ServedInThread, container, pod, scheduler_pod
+from builders import container, pod, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.httpserver import HTTPServer, Limits
-from extender.server import direct_routes, inline
 from policy.names import POD_PLACEMENT
+from served import served as serving
 
 PREFIX = "/cgpu-scheduler"
 NODES = ["gpu-core-a", "gpu-core-b", "gpu-core-full", "gpu-cgpu-a", "gpu-share-a", "gpu-whole-a"]
@@ -31,11 +30,8 @@ SMALL_BODY = 1 << 20
 
 @pytest.fixture(scope="module")
 def served():
-    config = Config(max_body_bytes=SMALL_BODY)
-    app = create_app(config, extender=build_extender(config))
-    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=4, limits=Limits(
-            body_bytes=SMALL_BODY, header_seconds=2, body_seconds=2, idle_seconds=5),
-            inline=inline, direct=direct_routes(app))) as server:  # as extender.server serves it
+    with serving(config=dict(max_body_bytes=SMALL_BODY), where=dict(threads=4), limits=dict(
+            body_bytes=SMALL_BODY, header_seconds=2, body_seconds=2, idle_seconds=5, first_byte_seconds=2)) as server:
         yield server
 
 

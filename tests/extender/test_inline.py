@@ -1,48 +1,44 @@
-"""Which requests run in the event loop's thread and which in the handler threads."""
+"""Which verbs the served application answers in the event loop's thread, and which in its verb pool."""
 
-import http.client
 import threading
 
+import orjson
 import pytest
 
-from builders import ServedInThread
-from extender.httpserver import HTTPServer, Limits
-from extender.server import inline
+from asgi_client import asgi_call
+from builders import scheduler_pod
+from extender.app import create_app
+from extender.config import Config
+from extender.serving.asgi import ExtenderASGI
+
+PREFIX = "/cgpu-scheduler"
+FILTER_BODY = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": ["gpu-core-a"]})
 
 
-@pytest.mark.parametrize("method, path, expected", [
-    (b"POST", b"/cgpu-scheduler/filter", True),
-    (b"POST", b"/cgpu-scheduler/prioritize", True),
-    (b"GET", b"/cgpu-scheduler/healthz", True),
-    (b"GET", b"/readyz", True),
-    (b"POST", b"/cgpu-scheduler/bind", False),  # waits on the API server
-    (b"POST", b"/cgpu-scheduler/preempt", False),  # reads PodDisruptionBudgets
-    (b"GET", b"/cgpu-scheduler/metrics", False),  # seconds of CPU at 10,000 nodes
-    (b"GET", b"/cgpu-scheduler/inspect", False),
-    (b"GET", b"/cgpu-scheduler/filter", False),
-    (b"POST", b"/cgpu-scheduler/filter/x", False),
-])
-def test_only_short_compute_only_requests_run_inline(method, path, expected):
-    assert inline(method, path) is expected
+@pytest.fixture
+def threads_seen(monkeypatch):
+    app = create_app(Config())
+    served = ExtenderASGI(app, PREFIX, threads=2, inline_body_bytes=len(FILTER_BODY))
+    verbs, seen = served.verbs, []
+    reply = verbs.reply
+    monkeypatch.setattr(verbs, "reply", lambda *a, **k: seen.append((a[0], threading.current_thread().name))
+                        or reply(*a, **k))
+    yield served, seen
+    served.close()
 
 
-def where(environ, start_response):
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [threading.current_thread().name.encode()]
+def test_filter_and_prioritize_run_in_the_loops_thread_bind_and_preempt_in_the_verb_pool(threads_seen):
+    served, seen = threads_seen
+    for verb in ("filter", "prioritize", "bind", "preempt"):
+        status, _, _ = asgi_call(served, "POST", f"{PREFIX}/{verb}", FILTER_BODY, {"Content-Type": "application/json"})
+        assert status in (200, 400)
+    loop_thread = threading.current_thread().name  # asgi_call runs its loop in this thread
+    assert seen[0] == ("filter", loop_thread) and seen[1] == ("prioritize", loop_thread)
+    assert seen[2][0] == "bind" and seen[2][1].startswith("verb")
+    assert seen[3][0] == "preempt" and seen[3][1].startswith("verb")
 
 
-def test_inline_requests_run_in_the_loops_thread_and_large_bodies_go_to_the_pool():
-    server = HTTPServer(where, "127.0.0.1", 0, threads=2, limits=Limits(inline_body_bytes=100),
-                        inline=lambda method, path: path == b"/fast")
-    with ServedInThread(server):
-        c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-
-        def ask(path, body=b""):
-            c.request("POST", path, body=body)
-            return c.getresponse().read().decode()
-
-        loop_thread = ask("/fast")
-        assert not loop_thread.startswith("request")
-        assert ask("/fast?x=1") == loop_thread
-        assert ask("/slow").startswith("request")
-        assert ask("/fast", b"x" * 101).startswith("request")  # over inline_body_bytes
+def test_a_filter_body_over_the_inline_limit_goes_to_the_pool(threads_seen):
+    served, seen = threads_seen
+    asgi_call(served, "POST", f"{PREFIX}/filter", FILTER_BODY + b" ", {"Content-Type": "application/json"})
+    assert seen[0][0] == "filter" and seen[0][1].startswith("verb")

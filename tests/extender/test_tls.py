@@ -1,5 +1,5 @@
 """HTTPS with client certificates, as kube-scheduler's extender tlsConfig uses it:
-real handshakes against extender.httpserver with certificates made here."""
+real handshakes against the extender as served (gunicorn's TLS settings) with certificates made here."""
 
 import http.client
 import ssl
@@ -7,13 +7,10 @@ import ssl
 import orjson
 import pytest
 
-from builders import ServedInThread, scheduler_pod
-from extender.app import build_extender, create_app
+from builders import scheduler_pod
 from extender.cli import main
-from extender.config import Config
-from extender.httpserver import HTTPServer, tls_context
-from extender.server import direct_routes, inline
 from pki import make_pki
+from served import served as serving
 
 PREFIX = "/cgpu-scheduler"
 
@@ -25,10 +22,13 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served(pki):
-    app = create_app(Config(), extender=build_extender(Config()))
-    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, ssl_context=tls_context(*pki["server"], pki["ca"]),
-                                   inline=inline, direct=direct_routes(app))) as server:
+    with serving(where=tls_where(pki)) as server:
         yield server
+
+
+def tls_where(pki) -> dict:
+    cert, key = pki["server"]
+    return dict(tls_cert=str(cert), tls_key=str(key), client_ca=str(pki["ca"]))
 
 
 def _filter(server, pki, client_files=None):
@@ -69,10 +69,7 @@ def test_serve_refuses_unusable_tls_files(tmp_path, capsys):
 
 
 def test_the_probe_port_serves_probes_and_metrics_in_plain_http_and_nothing_else(pki):
-    app = create_app(Config(), extender=build_extender(Config()))
-    server = HTTPServer(app, "127.0.0.1", 0, threads=2, ssl_context=tls_context(*pki["server"], pki["ca"]),
-                        probe_port=0)
-    with ServedInThread(server):
+    with serving(where=tls_where(pki), probe=True) as server:
         def get(method, path, body=None):
             connection = http.client.HTTPConnection("127.0.0.1", server.probe_port, timeout=5)
             connection.request(method, path, body, {"Content-Type": "application/json"})

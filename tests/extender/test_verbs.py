@@ -1,6 +1,4 @@
-"""The verbs answered on the server's direct path are the verbs Flask's routes answer."""
-
-import http.client
+"""The verbs answered on the served application's direct path are the verbs Flask's routes answer."""
 
 import orjson
 from flask import request
@@ -8,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import ServedInThread, scheduler_pod
+from asgi_client import asgi_call
+from builders import scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.httpserver import HTTPServer
-from extender.server import direct_routes
+from extender.serving.asgi import ExtenderASGI
 from extender.verbs import VERBS, mimetype
 
 PREFIX = "/cgpu-scheduler"
@@ -37,12 +35,10 @@ def test_mimetype_is_the_media_type_without_parameters_in_lower_case(value, expe
     assert mimetype(value) == expected
 
 
-def direct_reply(app, verb, body, content_type):
-    handler = direct_routes(app)[(b"POST", f"{PREFIX}/{verb}".encode())]
-    headers = [(b"content-type", content_type.encode())] if content_type is not None else []
-    status, out, chunks = handler(headers, body)
-    out = {name.lower(): value for name, value in out}
-    return status, out[b"content-type"], b"".join(chunks), out[b"server-timing"]
+def direct_reply(served, verb, body, content_type):
+    headers = {"Content-Type": content_type} if content_type is not None else {}
+    status, out, data = asgi_call(served, "POST", f"{PREFIX}/{verb}", body, headers)
+    return status, out[b"content-type"], data, out[b"server-timing"]
 
 
 def flask_reply(client, verb, body, content_type):
@@ -58,19 +54,20 @@ def test_the_direct_path_answers_every_request_as_flask_does(requests):
     """Two extenders on the same cluster, one asked through Flask, one directly: the same replies in
     the same order (a bind that succeeds on one must succeed on the other), state kept alike."""
     flask_app, direct_app = create_app(Config()), create_app(Config())
-    client = flask_app.test_client()
+    client, served = flask_app.test_client(), ExtenderASGI(direct_app, PREFIX, threads=1)
     for verb, body, content_type in requests:
-        status, kind, data, timing = direct_reply(direct_app, verb, body, content_type)
+        status, kind, data, timing = direct_reply(served, verb, body, content_type)
         assert (status, kind, data) == flask_reply(client, verb, body, content_type)[:3]
         assert timing.startswith(b"app;dur=") and float(timing.split(b"=")[1]) >= 0
     assert (client.get(f"{PREFIX}/inspect").json
             == direct_app.test_client().get(f"{PREFIX}/inspect").json)
+    served.close()
 
 
 def test_a_fault_on_the_direct_path_is_one_line_and_counted(monkeypatch):
     app = create_app(Config())
     monkeypatch.setattr(app.extensions["cgpu"].ledger, "check_rows", lambda *a: 1 / 0)
-    status, _, data, _ = direct_reply(app, "filter", BODIES[0], "application/json")
+    status, _, data, _ = direct_reply(ExtenderASGI(app, PREFIX, threads=1), "filter", BODIES[0], "application/json")
     assert (status, orjson.loads(data)) == (500, {"Error": "internal error in the GPU-share extender: "
                                                            "ZeroDivisionError"})
     scrape = app.test_client().get(f"{PREFIX}/metrics").data.decode()
@@ -91,10 +88,9 @@ def test_the_served_verbs_take_the_direct_path_with_or_without_a_query(monkeypat
     reply = verbs.reply
     monkeypatch.setattr(verbs, "reply", lambda *a, **k: seen.append(a[0]) or reply(*a, **k))
     app.before_request(lambda: through_flask.append(request.full_path))
-    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, direct=direct_routes(app))) as server:
-        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-        for path in (f"{PREFIX}/filter", f"{PREFIX}/filter?x=1", f"{PREFIX}/bind", f"{PREFIX}/filter/"):
-            connection.request("POST", path, BODIES[0], {"Content-Type": "application/json"})
-            connection.getresponse().read()
+    served = ExtenderASGI(app, PREFIX, threads=1)
+    for path in (f"{PREFIX}/filter", f"{PREFIX}/filter?x=1", f"{PREFIX}/bind", f"{PREFIX}/filter/"):
+        asgi_call(served, "POST", path, BODIES[0], {"Content-Type": "application/json"})
+    served.close()
     assert seen == ["filter", "filter", "bind"]
     assert through_flask == [f"{PREFIX}/filter/?"]  # only exact paths go direct; Flask answers the rest

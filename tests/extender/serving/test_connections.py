@@ -1,27 +1,20 @@
-"""The server's connection handling: pipelining, 100-continue, half-close, refusals, the body budget."""
+"""Connections as gunicorn and our bounds handle them: pipelining, 100-continue, half-close,
+refusals that reach the client, the request-bytes budget."""
 
 import socket
 
 import orjson
 import pytest
 
-from builders import ServedInThread, scheduler_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
-from extender.httpserver import HTTPServer, Limits
-from extender.server import direct_routes, inline
+from builders import scheduler_pod
+from served import PREFIX, served as serving
 
-PREFIX = "/cgpu-scheduler"
 NODES = ["gpu-core-a", "gpu-core-b"]
 
 
 @pytest.fixture(scope="module")
 def served():
-    config = Config()
-    app = create_app(config, extender=build_extender(config))
-    with ServedInThread(HTTPServer(app, "127.0.0.1", 0, threads=2, limits=Limits(
-            header_seconds=2, body_seconds=2, idle_seconds=5, inflight_bytes=1 << 16),
-            inline=inline, direct=direct_routes(app))) as server:
+    with serving(limits=dict(header_seconds=2, body_seconds=2, idle_seconds=5, inflight_bytes=96 << 10)) as server:
         yield server
 
 
@@ -32,7 +25,7 @@ def replies(sock: socket.socket, count: int) -> list:
         head_end = data.find(b"\r\n\r\n")
         if head_end >= 0:
             lines = data[:head_end].split(b"\r\n")
-            headers = dict(line.split(b": ", 1) for line in lines[1:])
+            headers = {name.lower(): value for name, value in (line.split(b": ", 1) for line in lines[1:])}
             length = int(headers.get(b"content-length", b"0"))
             if len(data) >= head_end + 4 + length:
                 out.append((int(lines[0].split()[1]), headers, data[head_end + 4:head_end + 4 + length]))
@@ -93,13 +86,13 @@ def test_http_1_0_and_connection_close_get_one_reply_and_a_close(served):
 
 
 def test_bodies_past_the_servers_budget_are_refused_503_and_the_budget_comes_back(served):
-    """Limits.inflight_bytes is 64 KiB here: a body of 100 KB sent whole is refused, and then,
+    """Limits.inflight_bytes is 96 KiB here: a body of 100 KB sent whole is refused, and then,
     with nothing held any more, the next requests are answered."""
     body = b"{" + b" " * 100_000 + b"}"
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
         sock.sendall(post(f"{PREFIX}/filter", body))
         ((status, _, data),) = replies(sock, 1)
-    assert status == 503 and b"too many request bodies" in data
+    assert status == 503 and b"too many request bytes" in data
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
             sock.sendall(post(f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})))
@@ -136,7 +129,7 @@ def test_a_client_that_pipelines_without_reading_is_not_read_without_bound(serve
 
 
 def test_a_client_refused_mid_body_reads_the_refusal_though_it_kept_sending(served):
-    # past the server's 64 KiB bodies budget the request gets 503 while the client is still sending;
+    # past the server's 96 KiB request-bytes budget the request gets 503 while the client is still sending;
     # closing then would reset the connection and could discard the reply unread
     head = (b"POST /cgpu-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % (1 << 20))

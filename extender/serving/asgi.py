@@ -1,0 +1,129 @@
+"""The application the worker serves: the scheduler verbs from bytes, everything else Flask.
+
+:class:`ExtenderASGI` answers an exact ``POST <prefix>/<verb>`` itself, with
+:class:`extender.verbs.Verbs` (the same reply Flask's route gives, without
+Flask's request machinery, ~100 µs a request): filter and prioritize, which
+only compute, in the event loop's thread when their body is at most
+``inline_body_bytes`` (handing a request to a thread and back costs more than
+the rest of a small request, and under the GIL a CPU-bound handler gains
+nothing from a thread); bind and preempt, which wait on the API server, in a
+pool of ``threads`` threads of their own. A verb request carrying ``Origin``
+or ``Sec-Fetch-Site: cross-site`` comes from a browser page (kube-scheduler
+sends neither; a DNS-rebinding page can make a browser send one with a
+matching ``Host``): it is refused 403.
+
+Every other request goes to the Flask app (:func:`extender.app.create_app`)
+through a2wsgi, in one of two pools: the operators' heavy reads (metrics,
+inspect, plan, ui, defrag) in ``OPERATOR_THREADS`` threads, everything else
+(probes, unknown routes) in ``OTHER_THREADS``: no amount of GETs can take a
+thread bind or preempt need, nor hold back the probes. The probe port's
+application (:attr:`ExtenderASGI.probes`) serves ``GET`` of healthz, readyz
+and metrics and answers everything else 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+from a2wsgi import WSGIMiddleware
+
+from extender.verbs import VERBS
+
+INLINE_VERBS = ("filter", "prioritize")
+HEAVY_READS = ("/metrics", "/inspect", "/plan", "/ui", "/defrag")  # path endings of the operators' reads
+PROBE_PATHS = ("/healthz", "/readyz", "/metrics")  # what the probe port serves
+OPERATOR_THREADS = 2
+OTHER_THREADS = 2
+
+
+async def reply(send, status: int, body: bytes, headers: tuple = ()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive) -> bytes | None:
+    """The whole request body; None when the client went away first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def from_browser(headers) -> bool:
+    """Whether a request's headers say a browser page sent it (see module doc)."""
+    for name, value in headers:
+        if name == b"origin" or (name == b"sec-fetch-site" and value.strip().lower() == b"cross-site"):
+            return True
+    return False
+
+
+class ExtenderASGI:
+    def __init__(self, flask_app, prefix: str, threads: int = 8, inline_body_bytes: int = 2**20):
+        self.flask_app = flask_app
+        self.verbs = flask_app.extensions["cgpu_verbs"]
+        self.extender = flask_app.extensions.get("cgpu")
+        self.inline_body_bytes = inline_body_bytes
+        self.by_path = {f"{prefix}/{verb}": verb for verb in VERBS}
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verb")
+        self.operators = WSGIMiddleware(flask_app, workers=OPERATOR_THREADS)
+        self.others = WSGIMiddleware(flask_app, workers=OTHER_THREADS)
+        self.probes = ProbeASGI(self)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        verb = self.by_path.get(path) if scope["method"] == "POST" else None
+        if verb is not None:
+            await self.verb(verb, path, scope["headers"], receive, send)
+        elif path.endswith(HEAVY_READS):
+            await self.operators(scope, receive, send)
+        else:
+            await self.others(scope, receive, send)
+
+    async def verb(self, verb: str, path: str, headers, receive, send) -> None:
+        body = await read_body(receive)
+        if body is None:
+            return
+        if from_browser(headers):
+            await reply(send, 403, orjson.dumps({"Error": f"{path} refuses requests sent by a browser page "
+                                                          "(Origin or Sec-Fetch-Site: cross-site)"}))
+            return
+        content_type = next((v.decode("latin-1") for k, v in headers if k == b"content-type"), None)
+        if verb in INLINE_VERBS and len(body) <= self.inline_body_bytes:
+            status, out, data = self.verbs.reply(verb, path, content_type, body)
+        else:
+            status, out, data = await asyncio.get_running_loop().run_in_executor(
+                self.pool, self.verbs.reply, verb, path, content_type, body)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-length", b"%d" % len(data)),
+                                *((k.encode("latin-1"), v.encode("latin-1")) for k, v in out)]})
+        await send({"type": "http.response.body", "body": data})
+
+    def close(self) -> None:
+        """Stop the pools (the worker is stopping; what runs is finished first)."""
+        for executor in (self.pool, self.operators.executor, self.others.executor):
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+class ProbeASGI:
+    """The plain probe port: ``GET`` of healthz, readyz and metrics, nothing else."""
+
+    def __init__(self, main: ExtenderASGI):
+        self.main = main
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "GET" or not scope["path"].endswith(PROBE_PATHS):
+            await reply(send, 404, b'{"Error":"this port serves only GET healthz, readyz and metrics"}')
+            return
+        await self.main(scope, receive, send)
