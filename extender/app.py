@@ -11,7 +11,9 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
-Replies are JSON. A handler fault is logged with its traceback and answered
+Replies are JSON. ``inspect``, ``plan`` and ``metrics`` walk every node: each is
+rendered at most once per ``config.render_ttl`` seconds however many ask at once
+(:class:`extender.rendercache.RenderCache`). A handler fault is logged with its traceback and answered
 with status 500 and a one-line ``Error``; nothing else is non-200 but ``readyz``
 and ``plan`` before the first sync (503).
 """
@@ -32,6 +34,7 @@ from extender.logs import fields, get_logger
 from extender.metrics import VERBS as METRIC_VERBS
 from extender.metrics import Metrics
 from extender.planning import PlanSettings, plan_json
+from extender.rendercache import RenderCache
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
 from extender.verbs import JSON, VERBS, Verbs, timing
@@ -101,6 +104,7 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
     metrics = app.extensions["cgpu_metrics"] = Metrics(extender)
     verbs = app.extensions["cgpu_verbs"] = Verbs(extender, metrics, config.normalised_prefix())
     gpu_map = GPU_MAP.read_bytes()
+    rendered = app.extensions["cgpu_renders"] = RenderCache(config.render_ttl)
     log = get_logger()
     routes = Blueprint("cgpu", __name__, url_prefix=config.normalised_prefix() or None)
 
@@ -117,17 +121,18 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.get("/inspect")
     def inspect():
-        return _json(extender.inspect())
+        return Response(rendered.get("inspect", lambda: wire.encode(extender.inspect())), mimetype=JSON)
 
     @routes.get("/plan")
     def plan():
         if not extender.ready():
             return _json({"Error": NOT_SYNCED}, 503)
-        return _json(plan_json(extender.plan()))
+        return Response(rendered.get("plan", lambda: wire.encode(plan_json(extender.plan()))), mimetype=JSON)
 
     @routes.get("/metrics")
     def metrics_():
-        body, content_type = metrics.render(request.headers.get("Accept"))
+        content_type = metrics.content_type(request.headers.get("Accept"))
+        body = rendered.get(("metrics", content_type), lambda: metrics.render(request.headers.get("Accept"))[0])
         return Response(body, mimetype=None, content_type=content_type)
 
     @routes.get("/ui")

@@ -35,6 +35,10 @@ class Metrics:
         """One request of ``verb`` (one of :data:`VERBS`) took ``seconds``."""
         self._durations[verb].observe(seconds)
 
+    def content_type(self, accept: str | None) -> str:
+        """The content type a scrape whose ``Accept`` header is ``accept`` gets."""
+        return choose_encoder(accept or "")[1]
+
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """``(body, content type)`` of a scrape whose ``Accept`` header is ``accept``."""
         encode, content_type = choose_encoder(accept or "")

@@ -130,7 +130,7 @@ def test_a_node_that_strands_gpu_for_the_learned_mix_is_measured():
         p["metadata"]["annotations"] = {"scheduler.framework.gpushare.allocation": f'{{"0":{{"{g}":14}}}}'}
         p["status"]["phase"] = "Running"
     extender = build_extender(Config(), cluster=EmbeddedCluster(objects))
-    client = create_app(Config(), extender=extender).test_client()
+    client = create_app(Config(render_ttl=0), extender=extender).test_client()
     samples, _ = scrape(client)
     assert ("cgpu_stranded_gpus", ()) not in samples  # no pod seen yet: no mix to measure for
     assert samples[("cgpu_learned_shapes", ())] == 0
