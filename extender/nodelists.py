@@ -87,7 +87,9 @@ class NodeLists:
         rows, layout = self._state.lookup(names)
         if (rows < 0).any() and not all(type(n) is str for n in names):
             raise TypeError("node names must be strings")
-        if args.names_json is not None:  # still the array's own bytes once names decoded
+        if args.names_json is not None and not (len(rows) and rows.min() < 0):
+            # the array's own bytes (still, once names decoded), kept only for lists of known nodes: a
+            # list of unknown names is no list the scheduler repeats, and could be any size
             rows = self._remember(args.names_json, rows, layout)
         return rows, layout
 

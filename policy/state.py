@@ -332,9 +332,10 @@ class ClusterState:
         and the layout they were read in (read-only array).
 
         kube-scheduler sends the same node lists for pod after pod (all nodes to
-        filter, the feasible ones to prioritize), so recent answers are kept by
-        list length: comparing two lists of strings costs far less than hashing
-        every fresh name again. ``names`` must not be changed afterwards.
+        filter, the feasible ones to prioritize), so recent answers for lists of
+        known nodes are kept by list length: comparing two lists of strings
+        costs far less than hashing every fresh name again. ``names`` must not be
+        changed afterwards.
         """
         memo = self._lookup_memo.get(len(names))
         if memo is not None and memo[0] == self.layout and memo[1] == names:
@@ -345,6 +346,8 @@ class ClusterState:
             if layout == self.layout:
                 break
         rows.flags.writeable = False
+        if len(rows) and rows.min() < 0:  # names no node has: not a list the scheduler repeats, and unbounded
+            return rows, layout
         if len(self._lookup_memo) >= 16:
             self._lookup_memo.clear()
         self._lookup_memo[len(names)] = (layout, names, rows)

@@ -38,3 +38,16 @@ def test_remembered_lists_are_found_by_their_bytes_alone():
     assert lists.rows(NoDecode({}, None, None, b'["c","bb"]'))[0].tolist() == [2, 1]
     state.remove_node("a")  # a new layout: nothing remembered holds
     assert lists.rows(wire.ExtenderArgs({}, None, None, b'["c","a","bb"]'))[0].tolist() == [2, -1, 1]
+
+
+def test_a_list_naming_unknown_nodes_is_not_remembered_at_any_level():
+    """A list the scheduler repeats names known nodes; one with unknown names (a hostile client's
+    100,000 of them) would otherwise stay in memory, up to the body limit per remembered list."""
+    state = state_with(["a", "bb"])
+    lists = NodeLists(state)
+    raw = b'["a","ghost","bb"]'
+    rows, _ = lists.rows(wire.ExtenderArgs({}, None, None, raw))
+    assert rows.tolist() == [0, -1, 1]
+    assert not lists._memo and not state._lookup_memo
+    lists.rows(wire.ExtenderArgs({}, None, None, b'["a","bb"]'))
+    assert len(lists._memo) == 1 and len(state._lookup_memo) == 1
