@@ -131,11 +131,20 @@ class Allocation:
 
     @property
     def memory_per_gpu(self) -> dict:
-        return per_gpu(self.memory)
+        """GPU index → GiB over all containers (``per_gpu(self.memory)``, without the nested maps)."""
+        total: dict = {}
+        for _, g, mem, _ in self.shares:
+            total[g] = total.get(g, 0) + mem
+        return total
 
     @property
     def core_per_gpu(self) -> dict:
-        return per_gpu(self.core)
+        """GPU index → compute over all containers; {} for a memory-only pod (``per_gpu(self.core)``)."""
+        total: dict = {}
+        if any(core for *_, core in self.shares):
+            for _, g, _, core in self.shares:
+                total[g] = total.get(g, 0) + core
+        return total
 
     @property
     def annotations(self) -> dict:

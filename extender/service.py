@@ -43,6 +43,7 @@ from policy.request import (GPURequest, InvalidRequest, host_request, host_reque
 from policy.shapes import ShapeMix
 from policy.victims import Resident, keep_proposal, select
 
+PREEMPT_SECONDS = 2.0  # longest a preempt call weighs candidates (at ~1.5 ms a crowded node: ~1,300 of them)
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
 
 
@@ -111,6 +112,7 @@ class Extender:
     def __init__(self, ledger: Ledger, cluster, clock=time.time_ns, pod_cache_size: int = 10000,
                  score_all_pods: bool = False, planning: PlanSettings | None = None):
         self.score_all_pods = score_all_pods
+        self.preempt_seconds = PREEMPT_SECONDS
         self.planning = planning or PlanSettings()
         self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy))
         self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
@@ -245,7 +247,10 @@ class Extender:
         fit its GPUs (they may also free CPU or memory it needs); else the victims
         :func:`policy.victims.select` finds among the node's pods of lower priority;
         the node is left out when no set of them makes room. A pod that asks for no
-        shared GPU keeps kube-scheduler's answer; an invalid one gets no node."""
+        shared GPU keeps kube-scheduler's answer; an invalid one gets no node. Candidates
+        are weighed for at most ``preempt_seconds`` (well inside kube-scheduler's
+        ``httpTimeout``); those not reached by then are left out (omitting a node
+        only rejects it)."""
         try:
             args = wire.parse_preemption_args(body)
         except wire.WireError as exc:
@@ -262,7 +267,13 @@ class Extender:
         self.log.debug("preempt", extra=fields(pod=str(PodRef.of(args.pod)), priority=priority))
         budgets = None
         result = {}
-        for node, (proposed, counted) in args.victims.items():
+        deadline = time.monotonic() + self.preempt_seconds
+        for considered, (node, (proposed, counted)) in enumerate(args.victims.items()):
+            if time.monotonic() > deadline:  # kube-scheduler waits httpTimeout at most: answer what is found
+                self.log.warning("preempt: deadline reached; the other candidate nodes are left out", extra=fields(
+                    pod=str(PodRef.of(args.pod)), candidates=len(args.victims), considered=considered,
+                    kept=len(result), seconds=self.preempt_seconds))
+                break
             found = self.ledger.residents(node)
             if found is None:
                 continue

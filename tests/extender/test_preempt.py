@@ -90,3 +90,15 @@ def test_a_pod_without_a_gpu_request_keeps_kube_schedulers_answer_and_bad_bodies
                 {"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": [{"UID": 5}]}}}):
         status, reply = preempt(client, bad)
         assert status == 400 and reply["Error"]
+
+
+def test_preempt_answers_what_it_found_by_its_deadline_and_leaves_the_rest_out():
+    nodes = [node(f"crowded-{i}", "cgpu", gpus=1, gib=16) for i in range(6)]
+    pods = [running_pod(f"low-{i}", f"crowded-{i}", 0, 16, priority=0, gpu_memory=16) for i in range(6)]
+    extender = build_extender(Config(), cluster=EmbeddedCluster(nodes + pods))
+    body = orjson.dumps({"Pod": preemptor(mem=16), "NodeNameToMetaVictims": {
+        f"crowded-{i}": {"Pods": [{"UID": pods[i]["metadata"]["uid"]}], "NumPDBViolations": 0} for i in range(6)}})
+    assert len(orjson.loads(extender.preempt(body)[0])["NodeNameToMetaVictims"]) == 6
+    extender.preempt_seconds = -1  # the deadline has passed before the first candidate
+    reply, status = extender.preempt(body)
+    assert status == 200 and orjson.loads(reply) == {"NodeNameToMetaVictims": {}}

@@ -116,3 +116,37 @@ def test_the_set_makes_room_is_minimal_and_first_by_the_order(spec, want, priori
     assert fits(row, request, residents, set(victims))
     assert not any(c < set(victims) for c in making_room)  # no strict subset makes room
     assert key(residents, set(victims)) == min(key(residents, c) for c in making_room)
+
+
+def greedy_one_at_a_time(row, request, candidates):
+    """The greedy pass written plainly: add pods in the set order until the pod fits, then drop
+    each victim the pod can spare, last added first, one evaluation at a time."""
+    from policy.victims import _order
+
+    ranked = [candidates[i] for i in _order(candidates)]
+    chosen = []
+    for r in ranked:
+        chosen.append(r.uid)
+        if fits(row, request, ranked, set(chosen)):
+            break
+    else:
+        return None
+    for uid in reversed(list(chosen)):
+        if fits(row, request, ranked, set(chosen) - {uid}):
+            chosen.remove(uid)
+    return tuple(chosen)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 6), st.integers(0, 3), st.integers(0, 8)),
+                min_size=13, max_size=30),
+       st.integers(1, 24))
+def test_the_batched_greedy_decides_as_the_one_at_a_time_greedy_does(spec, want):
+    """Past twelve candidates select() is greedy, batched: every prefix at once, drops a round per drop."""
+    from policy.victims import _greedy
+
+    residents = [Resident(f"u{i:02d}", priority, f"2026-0{1 + day}-01T00:00:00Z", {gpu: gib}, {}, False, False)
+                 for i, (gpu, gib, priority, day) in enumerate(spec)]
+    row = row_of(4, 24, residents)
+    request = simple_request(want)
+    assert _greedy(row, request, residents) == greedy_one_at_a_time(row, request, residents)
