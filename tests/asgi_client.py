@@ -12,7 +12,8 @@ def asgi_call(app, method: str, target: str, body: bytes = b"", headers: dict | 
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
              "scheme": "http", "path": url.path, "raw_path": url.path.encode(), "query_string": url.query.encode(),
              "root_path": "", "server": ("127.0.0.1", 32766), "client": ("127.0.0.1", 40000),
-             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]}
+             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                         for k, v in {"Content-Length": str(len(body)), **(headers or {})}.items()]}
     sent = {"status": None, "headers": {}, "body": b""}
     pieces = [{"type": "http.request", "body": body, "more_body": False}]
 

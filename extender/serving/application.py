@@ -107,6 +107,7 @@ class ExtenderApplication(BaseApplication):
         settings = {
             "bind": [f"fd://{s.fileno()}" for s in self.sockets],
             "workers": 1,
+            "backlog": BACKLOG,
             "worker_class": WORKER_CLASS,
             "threads": where.threads,
             "worker_connections": limits.connections + limits.probe_connections,
@@ -154,7 +155,8 @@ class ExtenderApplication(BaseApplication):
             host=where.host, port=self.port, probe_port=self.probe_port, tls=bool(where.tls_cert),
             client_certificates=bool(where.tls_cert and where.client_ca), server="gunicorn",
             worker=type(worker).__name__, pid=os.getpid(), threads=where.threads, connections=limits.connections,
-            probe_connections=limits.probe_connections, open_files=self.open_files))
+            probe_connections=limits.probe_connections, open_files=self.open_files,
+            mmap_threshold_fixed=getattr(worker, "mmap_threshold_fixed", False)))
 
     def stopped(self) -> None:
         """The worker has stopped serving: stop the pools, then the cluster backend."""

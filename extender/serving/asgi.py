@@ -6,8 +6,13 @@ Flask's request machinery, ~100 µs a request): filter and prioritize, which
 only compute, in the event loop's thread when their body is at most
 ``inline_body_bytes`` (handing a request to a thread and back costs more than
 the rest of a small request, and under the GIL a CPU-bound handler gains
-nothing from a thread); bind and preempt, which wait on the API server, in a
-pool of ``threads`` threads of their own. A verb request carrying ``Origin``
+nothing from a thread), larger ones one at a time in a thread of their own
+(kube-scheduler sends them one at a time anyway; several at once would only
+hold several bodies' decoded names at once); bind and preempt, which wait on
+the API server, in a pool of ``threads`` threads of their own. A request
+waiting for its pool has its body left unread (the connection reads at most
+64 KiB ahead), so requests queued behind a pool hold next to no memory, and
+its deadlines do not run meanwhile. A verb request carrying ``Origin``
 or ``Sec-Fetch-Site: cross-site`` comes from a browser page (kube-scheduler
 sends neither; a DNS-rebinding page can make a browser send one with a
 matching ``Host``): it is refused 403.
@@ -73,6 +78,8 @@ class ExtenderASGI:
         self.inline_body_bytes = inline_body_bytes
         self.by_path = {f"{prefix}/{verb}": verb for verb in VERBS}
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verb")
+        self.large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="large")
+        self._turns = {}  # pool → asyncio.Semaphore of its size, made in the loop that serves
         self.operators = WSGIMiddleware(flask_app, workers=OPERATOR_THREADS)
         self.others = WSGIMiddleware(flask_app, workers=OTHER_THREADS)
         self.probes = ProbeASGI(self)
@@ -83,34 +90,55 @@ class ExtenderASGI:
         path = scope["path"]
         verb = self.by_path.get(path) if scope["method"] == "POST" else None
         if verb is not None:
-            await self.verb(verb, path, scope["headers"], receive, send)
+            await self.verb(verb, path, scope, receive, send)
         elif path.endswith(HEAVY_READS):
             await self.operators(scope, receive, send)
         else:
             await self.others(scope, receive, send)
 
-    async def verb(self, verb: str, path: str, headers, receive, send) -> None:
-        body = await read_body(receive)
-        if body is None:
-            return
-        if from_browser(headers):
-            await reply(send, 403, orjson.dumps({"Error": f"{path} refuses requests sent by a browser page "
-                                                          "(Origin or Sec-Fetch-Site: cross-site)"}))
-            return
-        content_type = next((v.decode("latin-1") for k, v in headers if k == b"content-type"), None)
-        if verb in INLINE_VERBS and len(body) <= self.inline_body_bytes:
-            status, out, data = self.verbs.reply(verb, path, content_type, body)
+    async def verb(self, verb: str, path: str, scope, receive, send) -> None:
+        headers = scope["headers"]
+        length = next((v for k, v in headers if k == b"content-length"), None)
+        if verb not in INLINE_VERBS:
+            pool = self.pool
+        elif length is None or int(length) > self.inline_body_bytes:
+            pool = self.large
         else:
-            status, out, data = await asyncio.get_running_loop().run_in_executor(
-                self.pool, self.verbs.reply, verb, path, content_type, body)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", b"%d" % len(data)),
-                                *((k.encode("latin-1"), v.encode("latin-1")) for k, v in out)]})
-        await send({"type": "http.response.body", "body": data})
+            pool = None
+        if pool is None:
+            body = await read_body(receive)
+            answer = None if body is None else self.answer(verb, path, headers, body)
+        else:
+            connection = scope.get("extensions", {}).get("cgpu.connection")
+            turn = self._turns.get(pool) or self._turns.setdefault(pool, asyncio.Semaphore(pool._max_workers))
+            if connection is not None:
+                connection.waiting_for_server(True)
+            async with turn:  # released before the reply is written: a reader that stalls holds no turn
+                if connection is not None:
+                    connection.waiting_for_server(False)
+                body = await read_body(receive)
+                answer = None if body is None else await asyncio.get_running_loop().run_in_executor(
+                    pool, self.answer, verb, path, headers, body)
+        body = None  # not held while the reply is written
+        if answer is not None:
+            status, out, data = answer
+            answer = None
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-length", b"%d" % len(data)), *out]})
+            await send({"type": "http.response.body", "body": data})
+
+    def answer(self, verb: str, path: str, headers, body: bytes) -> tuple:
+        """``(status, headers, body)`` of the verb's reply to ``body`` (see module doc on browsers)."""
+        if from_browser(headers):
+            return 403, [(b"content-type", b"application/json")], orjson.dumps(
+                {"Error": f"{path} refuses requests sent by a browser page (Origin or Sec-Fetch-Site: cross-site)"})
+        content_type = next((v.decode("latin-1") for k, v in headers if k == b"content-type"), None)
+        status, out, data = self.verbs.reply(verb, path, content_type, body)
+        return status, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out], data
 
     def close(self) -> None:
         """Stop the pools (the worker is stopping; what runs is finished first)."""
-        for executor in (self.pool, self.operators.executor, self.others.executor):
+        for executor in (self.pool, self.large, self.operators.executor, self.others.executor):
             executor.shutdown(wait=True, cancel_futures=True)
 
 

@@ -144,7 +144,9 @@ class Port:
         return False
 
 
-RESERVED_DESCRIPTORS = 128  # for what is not a client: API connections, watches, files, pipes
+ACCEPT_BATCH = 64  # connections asyncio accepts in a row before any is admitted (each holds a descriptor)
+RESERVED_DESCRIPTORS = 128 + 2 * ACCEPT_BATCH  # what is not an admitted client: a batch per port being
+# accepted, API connections, watches, files, pipes
 
 
 def descriptor_limits(limits: Limits) -> tuple[Limits, int]:

@@ -41,7 +41,7 @@ from extender.serving.budgets import BUSY, HANDSHAKE, IDLE, NEW
 
 REFUSAL_HEAD = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
 READ_BYTES = 64 * 1024  # one read: all a connection holds uncounted (a pipelined tail; see _on_message_complete)
-WRITE_HIGH_WATER = 64 * 1024  # gunicorn's own; low water 0, so resume_writing tells the reply is all written
+NEVER_PAUSE = 1 << 62
 REASONS = {400: b"Bad Request", 403: b"Forbidden", 404: b"Not Found", 413: b"Content Too Large",
            414: b"URI Too Long", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
            501: b"Not Implemented", 503: b"Service Unavailable"}
@@ -89,7 +89,10 @@ class ExtenderProtocol(ASGIProtocol):
         super().connection_made(transport)
         transport.max_size = READ_BYTES  # asyncio's selector transport reads 256 KiB at a time otherwise
         self._max_buffer_size = READ_BYTES  # gunicorn's: body bytes held for the app before reading pauses
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=0)  # resume_writing means all written
+        # Never "paused": gunicorn would then hold the reply's bytes in its send() until the reader
+        # took them, a second copy beside the transport's. What waits is counted in the worker's
+        # reply budget and has the write deadline instead (_note_buffered, Worker.watch_stalled).
+        transport.set_write_buffer_limits(high=NEVER_PAUSE)
         self._arm(NEW, self.limits.first_byte_seconds)
 
     def evict(self) -> None:
@@ -212,6 +215,20 @@ class ExtenderProtocol(ASGIProtocol):
             self._arm(IDLE, self.limits.idle_seconds)
         return keepalive
 
+    def _build_http_scope(self, request, sockname, peername):
+        scope = super()._build_http_scope(request, sockname, peername)
+        scope["extensions"] = {**scope.get("extensions", {}), "cgpu.connection": self}
+        return scope
+
+    def waiting_for_server(self, waiting: bool) -> None:
+        """The application holds this request's body back until it can answer it (its turn in a pool):
+        no deadline runs meanwhile — the wait is the server's, not the client's — and the body's
+        deadline starts afresh when it is read."""
+        if waiting:
+            self._disarm()
+        elif self.phase == "body" and not self._closed:
+            self._arm("body", self.limits.body_seconds)
+
     def _arm_keepalive_timer(self):
         """gunicorn's keep-alive timer: the idle deadline armed by :meth:`_serve_http_request` is this one."""
 
@@ -224,12 +241,10 @@ class ExtenderProtocol(ASGIProtocol):
         super()._send_body(body, chunked, last, size)
         self._note_buffered()
 
-    def resume_writing(self):
-        super().resume_writing()
-        self._note_buffered()
-
     def _note_buffered(self) -> None:
-        """Count what the transport holds for the reader in the worker's reply budget; arm the write deadline."""
+        """Count what the transport holds for the reader in the worker's reply budget; arm the write
+        deadline when it starts to hold some, disarm it when it holds none (called after each write,
+        and by the worker for connections that hold some)."""
         transport = self.transport
         size = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
         if size == self.buffered:

@@ -26,10 +26,12 @@ import time
 from gunicorn.workers.gasgi import ASGIWorker
 
 from extender.logs import fields, get_logger
-from extender.serving.budgets import HANDSHAKE, IDLE, NEW, ByteBudget, Port
+from extender.serving.budgets import ACCEPT_BATCH, HANDSHAKE, IDLE, NEW, ByteBudget, Port
+from extender.serving.memory import fix_mmap_threshold
 from extender.serving.protocol import ExtenderProtocol, TLSConnection
 
 ERROR_INTERVAL = 10.0  # seconds between two log lines of one kind of loop error
+STALLED_INTERVAL = 0.1  # seconds between two readings of the replies waiting for their readers
 
 
 class LoopErrors:
@@ -70,6 +72,10 @@ class ExtenderWorker(ASGIWorker):
     def check_config(cls, cfg, log):
         """gunicorn's own check warns about ``threads``, which here sizes the verbs' pool."""
 
+    def init_process(self):
+        self.mmap_threshold_fixed = fix_mmap_threshold()
+        super().init_process()
+
     def load_wsgi(self):
         self.asgi = self.app.wsgi()
 
@@ -91,9 +97,18 @@ class ExtenderWorker(ASGIWorker):
             oldest.evict()
             oldest._give_reply()
 
+    async def watch_stalled(self) -> None:
+        """Every ``STALLED_INTERVAL``: re-read what the connections with unwritten replies still hold
+        (asyncio says nothing when a transport's buffer empties unless it was paused, which ours never is)."""
+        while True:
+            await asyncio.sleep(STALLED_INTERVAL)
+            for connection in list(self.stalled):
+                connection._note_buffered()
+
     async def _serve(self):
         loop = self.loop
         self._stopping = asyncio.Event()
+        watcher = loop.create_task(self.watch_stalled())
         loop.set_exception_handler(LoopErrors())
         context = self._get_ssl_context() if self.cfg.is_ssl else None
         limits = self.limits
@@ -108,7 +123,13 @@ class ExtenderWorker(ASGIWorker):
             else:
                 def factory(port=port, app=app):
                     return ExtenderProtocol(self, port, app)
-            self.servers.append(await loop.create_server(factory, sock=listener.sock, start_serving=True))
+            # asyncio's backlog is both the kernel's queue (listen) and how many connections it
+            # accepts in a row before any is admitted: a small batch (so an eviction's descriptor is
+            # freed before the next batch; budgets.RESERVED_DESCRIPTORS), then the kernel's queue
+            # set back to gunicorn's backlog (a queue of 64 drops SYNs under a burst: 1 s retries).
+            self.servers.append(await loop.create_server(factory, sock=listener.sock, backlog=ACCEPT_BATCH,
+                                                         start_serving=True))
+            listener.sock.listen(self.cfg.backlog)
             self.ports.append(port)
         self.app.serving(self)
         while self.alive:
@@ -121,6 +142,7 @@ class ExtenderWorker(ASGIWorker):
             except asyncio.TimeoutError:
                 pass
         await self._shutdown()
+        watcher.cancel()
 
     async def _shutdown(self):
         loop = self.loop

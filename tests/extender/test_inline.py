@@ -38,7 +38,8 @@ def test_filter_and_prioritize_run_in_the_loops_thread_bind_and_preempt_in_the_v
     assert seen[3][0] == "preempt" and seen[3][1].startswith("verb")
 
 
-def test_a_filter_body_over_the_inline_limit_goes_to_the_pool(threads_seen):
+def test_a_filter_body_over_the_inline_limit_goes_to_the_one_thread_for_large_bodies(threads_seen):
     served, seen = threads_seen
     asgi_call(served, "POST", f"{PREFIX}/filter", FILTER_BODY + b" ", {"Content-Type": "application/json"})
-    assert seen[0][0] == "filter" and seen[0][1].startswith("verb")
+    assert seen[0][0] == "filter" and seen[0][1].startswith("large")
+    assert served.large._max_workers == 1
