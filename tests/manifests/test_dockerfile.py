@@ -31,7 +31,7 @@ def packaged() -> set:
 
 
 def test_the_dockerfile_copies_the_runtime_packages_and_the_build_files():
-    assert {"policy", "extender", "setup.cfg", "pyproject.toml", "README.md"} <= copied()
+    assert {"policy", "extender", "setup.cfg", "pyproject.toml", "README.md", "LICENSE", "constraints.txt"} <= copied()
     assert re.search(r'^CMD \["serve"', (ROOT / "Dockerfile").read_text(), re.M)
 
 
