@@ -1,5 +1,5 @@
 # cgpu-extender image: gunicorn serving the extender with one worker (see extender/serving/).
-# docker build -t cgpu-extender:0.1.0 .
+# docker build -t cgpu-extender:0.1.0 .   (the tag manifests/base/kustomization.yaml sets)
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -8,10 +8,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY setup.cfg pyproject.toml README.md ./
+COPY setup.cfg pyproject.toml README.md LICENSE constraints.txt ./
 COPY policy ./policy
 COPY extender ./extender
-RUN pip install . && rm -rf /src
+# the versions the tests passed with (constraints.txt)
+RUN pip install -c constraints.txt . && rm -rf /src
 
 # Runs as a fixed non-root user; the root filesystem can be mounted read-only
 # (give it a writable /tmp for Python's temporary files: mount an emptyDir there).

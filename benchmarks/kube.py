@@ -19,13 +19,13 @@ Three settings (``SETTINGS``):
 
 * ``paper`` — as the FGD simulator: the extender's strategy scores every pod,
   CPU-only ones too (as a request for no GPU), and no default plugin scores;
-* ``kube`` — the shipped deployment with ``managedResources``
-  (``manifests/scheduler-config.yaml``): the extender never sees CPU-only
+* ``kube`` — the default deployment with ``managedResources``
+  (``manifests/overlays/default/scheduler-config.yaml``): the extender never sees CPU-only
   pods, the default plugins place them; GPU pods get the extender's score with
   that manifest's weight (one extender point outweighs all default plugins)
   plus the default plugins' scores, which then break the extender's ties;
-* ``shipped`` — the fragmentation deployment (``manifests/fragmentation/``):
-  every pod goes through the extender (``--score-all-pods``, no
+* ``shipped`` — the fragmentation deployment (``manifests/overlays/fragmentation/``):
+  every pod of its scheduler goes through the extender (``--score-all-pods``, no
   ``managedResources``), and every pod's total is the extender's score with
   that manifest's weight plus the default plugins' scores.
 
@@ -43,8 +43,8 @@ from benchmarks.trace import Nodes
 
 SETTINGS = ("paper", "kube", "shipped")
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
-CONFIG_OF = {"kube": MANIFESTS / "scheduler-config.yaml",
-             "shipped": MANIFESTS / "fragmentation" / "scheduler-config.yaml"}
+CONFIG_OF = {"kube": MANIFESTS / "overlays" / "default" / "scheduler-config.yaml",
+             "shipped": MANIFESTS / "overlays" / "fragmentation" / "scheduler-config.yaml"}
 
 
 def extender_weight(setting: str) -> int:

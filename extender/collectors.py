@@ -10,10 +10,13 @@ The families and their cardinality are listed in the README ("Watching it").
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.samples import Sample
 
+from extender.pending import oldest_age
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES
 from policy.pools import pool_name
 
@@ -138,6 +141,12 @@ class ExtenderCollector:
         for result, count in outcomes.binds().items():
             binds.add_metric((result,), count)
         yield binds
+        errors = CounterMetricFamily("cgpu_verb_errors", "verb replies that are no placement answer: a body "
+                                     "that is not the verb's arguments, a cluster view not yet synced, a handler "
+                                     "fault (500)", labels=("verb", "reason"))
+        for (verb, reason), count in outcomes.errors().items():
+            errors.add_metric((verb, reason), count)
+        yield errors
         for name, help_text, value in (
             ("cgpu_allocations_reserved", "allocations recorded by bind", counters.reserved),
             ("cgpu_allocations_released", "allocations released (deleted, finished, failed bind)", counters.released),
@@ -173,6 +182,8 @@ class ExtenderCollector:
                                ("unplaceable", len(plan.unplaceable))):
             pending.add_metric((outcome,), count)
         yield pending
+        yield _gauge("cgpu_pending_pod_max_age_seconds", "seconds since the oldest of those pods was created "
+                     "(0 when none is pending)", oldest_age(planned.pods.values(), time.time()))
         needed = GaugeMetricFamily("cgpu_pool_nodes_needed", "new nodes the autoscaling plan needs, per node pool",
                                    labels=("pool",))
         own = GaugeMetricFamily("cgpu_pool_nodes_autoscaler_adds", "of those, the nodes cluster-autoscaler adds by "

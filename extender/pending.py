@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 
 from policy.request import GPURequest, InvalidRequest, parse_pod_request
 
@@ -87,6 +88,20 @@ def pending_of(pod: dict) -> PendingPod | None:
         tolerations=[t for t in _list(spec.get("tolerations")) if isinstance(t, dict)],
         created=str(meta.get("creationTimestamp") or ""),
     )
+
+
+def oldest_age(pods, now: float) -> float:
+    """Seconds since the oldest of ``pods`` was created, at ``now`` (Unix seconds); 0 for no pod.
+    A pod whose ``created`` is absent or not RFC 3339 has no age and is left out; one created
+    after ``now`` (clock skew) counts as 0."""
+    oldest = None
+    for pod in pods:
+        try:
+            created = datetime.fromisoformat(pod.created.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+        oldest = created if oldest is None else min(oldest, created)
+    return 0.0 if oldest is None else max(now - oldest, 0.0)
 
 
 class PendingPods:

@@ -196,8 +196,10 @@ class Extender:
             rows, layout = self._rows(args)
         except wire.WireError as exc:
             self.log.warning("filter: bad request", extra=fields(error=str(exc)))
+            self.outcomes.errored("filter", "bad_request")
             return wire.encode(wire.filter_error(str(exc)))
         if not self.ready():
+            self.outcomes.errored("filter", "not_ready")
             return wire.encode(wire.filter_error(NOT_SYNCED))
         parsed = self._parsed(args.pod)
         request = self._scored(args.pod, parsed)
@@ -228,9 +230,12 @@ class Extender:
             rows, layout = self._rows(args)
         except wire.WireError as exc:
             self.log.warning("prioritize: bad request", extra=fields(error=str(exc)))
+            self.outcomes.errored("prioritize", "bad_request")
             return b"[]"
         request = self._scored(args.pod, self._parsed(args.pod))
         if request is None or not self.ready():
+            if request is not None:
+                self.outcomes.errored("prioritize", "not_ready")
             return self.replies.prioritize(args, rows, layout, None)
         evaluation = self.ledger.evaluate_rows(request, rows)
         held = self.ledger.hold_back(request, rows, evaluation, priority_and_start(args.pod)[0], _uid(args.pod))
@@ -255,8 +260,10 @@ class Extender:
             args = wire.parse_preemption_args(body)
         except wire.WireError as exc:
             self.log.warning("preempt: bad request", extra=fields(error=str(exc)))
+            self.outcomes.errored("preempt", "bad_request")
             return wire.encode({"Error": str(exc)}), 400
         if not self.ready():
+            self.outcomes.errored("preempt", "not_ready")
             return wire.encode({"Error": NOT_SYNCED}), 503
         parsed = self._parsed(args.pod)
         if parsed is None:
@@ -304,10 +311,13 @@ class Extender:
         except wire.WireError as exc:
             self.log.warning("bind: bad request", extra=fields(error=str(exc)))
             self.outcomes.bound("invalid")
+            self.outcomes.errored("bind", "bad_request")
             return wire.encode(wire.bind_reply(str(exc)))
         ref = PodRef(args.uid, args.namespace, args.name)
         result, error = self._bind(args, ref)
         self.outcomes.bound(result)
+        if result == "not_ready":
+            self.outcomes.errored("bind", "not_ready")
         if error:
             self.log.info("bind refused", extra=fields(pod=str(ref), uid=ref.uid, node=args.node, error=error))
         return wire.encode(wire.bind_reply(error))

@@ -39,6 +39,7 @@ class Verbs:
     def __init__(self, extender: Extender, metrics: Metrics, prefix: str):
         self._prefix = prefix
         self._metrics = metrics
+        self._outcomes = extender.outcomes
         self._handlers: dict[str, Callable[[bytes], tuple[bytes, int]]] = {
             "filter": lambda body: (extender.filter(body), 200),
             "prioritize": lambda body: (extender.prioritize(body), 200),
@@ -61,6 +62,7 @@ class Verbs:
                 data, status = self._handlers[verb](body)
             except Exception as exc:  # the handler's fault: logged whole, answered in one line
                 self.log.error("internal error", exc_info=exc, extra=fields(path=path))
+                self._outcomes.errored(verb, "internal")
                 status, data = 500, wire.encode({"Error": "internal error in the GPU-share extender: "
                                                           f"{type(exc).__name__}"})
         seconds = time.perf_counter() - started

@@ -110,7 +110,8 @@ def test_files_the_readme_names_exist():
 
 def test_the_readme_scheduler_config_is_the_manifest():
     (snippet,) = [body for lang, body in blocks(section("Using it with kube-scheduler")) if lang == "yaml"]
-    assert yaml.safe_load(snippet) == yaml.safe_load((ROOT / "manifests" / "scheduler-config.yaml").read_text())
+    assert yaml.safe_load(snippet) == yaml.safe_load((ROOT / "manifests" / "overlays" / "default" /
+                                                       "scheduler-config.yaml").read_text())
 
 
 def test_the_documented_serve_flags_exist():
@@ -145,7 +146,7 @@ def test_the_static_pod_edit_for_variant_a_is_a_valid_pod_that_mounts_the_config
            "spec": {**spec, "hostNetwork": True,
                     "containers": [{**container, "image": "registry.k8s.io/kube-scheduler:v1.31.4"}]}}
     kubernetes_validate.validate(pod, "1.28", strict=True)
-    config_file = yaml.safe_load((ROOT / "manifests" / "deployment" / "scheduler-config.yaml").read_text())
+    config_file = yaml.safe_load((ROOT / "manifests" / "overlays" / "default" / "scheduler-config.yaml").read_text())
     assert config_file["clientConnection"]["kubeconfig"] in deploying
 
 

@@ -17,7 +17,7 @@ def register(subparsers) -> None:
         description="Serve filter, prioritize, bind, inspect, metrics, healthz and readyz over HTTP. "
                     "The cluster: --cluster FILE if given; else --demo if given; else the Kubernetes API "
                     "(--kubeconfig, the pod's service account, or $KUBECONFIG / ~/.kube/config) if there is "
-                    "one; else the built-in demo.")
+                    "one; else it exits 2 saying what it tried (the demo only with --demo).")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"URL prefix of the routes (default {DEFAULT_PREFIX})")
@@ -116,13 +116,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.cluster and not args.demo:
         from extender.kube import connect
 
-        kubernetes = connect.available(args.kubeconfig) is not None
-        if kubernetes:
-            try:
-                connect.load(args.kubeconfig)  # fail here, clearly, at start
-            except connect.ConnectError as exc:
-                print(f"cgpu-extender: {exc}", file=sys.stderr)
-                return 2
+        if connect.available(args.kubeconfig) is None:  # never the demo unless asked for: it would report Ready
+            print(f"cgpu-extender: no cluster to serve: no --cluster FILE, no --demo, and no Kubernetes "
+                  f"configuration ({connect.tried()})", file=sys.stderr)
+            return 2
+        kubernetes = True
+        try:
+            connect.load(args.kubeconfig)  # fail here, clearly, at start
+        except connect.ConnectError as exc:
+            print(f"cgpu-extender: {exc}", file=sys.stderr)
+            return 2
     config = Config(prefix=args.prefix, cluster_file=args.cluster, kubernetes=kubernetes,
                     kubeconfig=args.kubeconfig, scoring=args.scoring, seed=args.seed,
                     score_all_pods=args.score_all_pods, log_level=args.log_level, pool_labels=pool_labels,

@@ -37,6 +37,16 @@ def available(kubeconfig: str | None = None) -> str | None:
     return f"kubeconfig {found[0]}" if found else None
 
 
+def tried() -> str:
+    """What :func:`available` looked for when it found nothing, for a one-line error."""
+    env = os.environ.get("KUBECONFIG")
+    files = f"$KUBECONFIG={env} (no such file)" if env else \
+        f"{os.path.join(os.path.expanduser('~'), '.kube', 'config')} (no such file; $KUBECONFIG unset)"
+    account = "no service account token at " + SERVICE_ACCOUNT_TOKEN if os.environ.get("KUBERNETES_SERVICE_HOST") \
+        else "not in a pod ($KUBERNETES_SERVICE_HOST unset)"
+    return f"no --kubeconfig, {account}, {files}"
+
+
 def load(kubeconfig: str | None = None, context: str | None = None):
     """A ``kubernetes.client.Configuration`` (see module doc for the order)."""
     from kubernetes import client, config

@@ -120,6 +120,7 @@ class ExtenderApplication(BaseApplication):
             "limit_request_field_size": 16384,
             "asgi_lifespan": "off",
             "asgi_loop": "asyncio",
+            "http_parser": "python",  # gunicorn's own parser, whether or not its optional C one is installed
             "http_protocols": "h1",
             "logger_class": JSONLogger,
             "loglevel": self.config.log_level,

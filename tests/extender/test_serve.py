@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,33 @@ def test_serve_refuses_bad_arguments_clearly(tmp_path, capsys):
     assert "--port must be 1..65535" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", "--scoring", "nonsense"])
+
+
+def test_serve_without_a_cluster_exits_2_saying_what_it_tried(tmp_path):
+    """No --cluster, no --demo, no Kubernetes configuration: never the demo (it would report Ready).
+    A process, so that serving the demo after all fails the test instead of hanging it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = str(tmp_path)
+
+    def serve(**extra):
+        done = subprocess.run([sys.executable, "-m", "extender", "serve", "--port", str(free_port())],
+                              env={**env, **extra}, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        return done.stderr
+
+    err = serve()
+    assert err.startswith("cgpu-extender: no cluster to serve")
+    assert "--demo" in err and "--kubeconfig" in err and str(tmp_path / ".kube" / "config") in err
+    err = serve(KUBECONFIG=str(tmp_path / "elsewhere"), KUBERNETES_SERVICE_HOST="10.0.0.1")
+    assert f"$KUBECONFIG={tmp_path / 'elsewhere'}" in err and "service account" in err
+
+
+def test_version_is_the_package_version(capsys):
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"cgpu-extender {setup['metadata']['version']}\n"

@@ -31,7 +31,7 @@ def packaged() -> set:
 
 
 def test_the_dockerfile_copies_the_runtime_packages_and_the_build_files():
-    assert {"policy", "extender", "setup.cfg", "pyproject.toml", "README.md"} <= copied()
+    assert {"policy", "extender", "setup.cfg", "pyproject.toml", "README.md", "LICENSE", "constraints.txt"} <= copied()
     assert re.search(r'^CMD \["serve"', (ROOT / "Dockerfile").read_text(), re.M)
 
 
@@ -60,3 +60,13 @@ assert main(["simulate"]) == 2
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "simulate needs the benchmarks package" in done.stderr
+
+
+def test_the_image_runs_as_the_user_the_manifests_name():
+    from rendered import extender_containers, pod_spec, render
+
+    user = re.search(r"^USER (\d+):(\d+)$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert user and int(user.group(1)) > 0
+    (workload, _), = extender_containers(render("default"))
+    context = pod_spec(workload)["securityContext"]
+    assert (context["runAsUser"], context["runAsGroup"]) == (int(user.group(1)), int(user.group(2)))

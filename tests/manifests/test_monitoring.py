@@ -1,5 +1,7 @@
-"""The metrics path: scraping (ServiceMonitor, pod annotations), the Prometheus Adapter rules
-that give HPA "GPU memory used / allocated" per pod, and the example HPA.
+"""The metrics path: scraping (the ServiceMonitor of components/monitoring, on every variant it
+composes with), the alert rules and the Grafana dashboard (every expression parses and reads only
+metrics the extender exports), the Prometheus Adapter rules that give HPA "GPU memory used /
+allocated" per pod, and the example HPA.
 
 The adapter's templates are filled in as prometheus-adapter fills them for a pods query
 (``<<.LabelMatchers>>`` = namespace and pod matchers, ``<<.GroupBy>>`` = the pod label,
@@ -7,34 +9,257 @@ The adapter's templates are filled in as prometheus-adapter fills them for a pod
 valid PromQL whose selectors name series and labels a real scrape of the extender has.
 """
 
+import json
 import re
 
 import orjson
 import promql_parser
 import pytest
 import yaml
+from kubernetes import client as kube_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from builders import scheduler_pod
-from extender.app import create_app
-from extender.cli import build_parser
+from builders import node, pod, scheduler_pod
+from extender.app import build_extender, create_app
 from extender.config import Config
-from test_manifests import containers_of, find, pod_of
+from extender.kube.backend import KubernetesCluster
+from extender.kube.reflector import Backoff
+from extender.metrics import Metrics
+from fakekube import FakeKube, wait_until
 from policy.request import parse_pod_request
+from rendered import (MANIFESTS, containers_of, extender_containers, find, render, render_combo, serve_args)
+from test_manifests import example, pod_of
 
 PROMETHEUS_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-# Fields of the Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1) this project may use.
+# Fields of the Prometheus Operator's ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1) used here.
 SERVICE_MONITOR_SPEC = {"selector", "namespaceSelector", "endpoints", "jobLabel", "targetLabels", "sampleLimit"}
 ENDPOINT_FIELDS = {"port", "path", "scheme", "interval", "scrapeTimeout", "honorLabels", "relabelings",
                    "metricRelabelings"}
+ALERT_FIELDS = {"alert", "expr", "for", "labels", "annotations"}
 RULE_FIELDS = {"seriesQuery", "seriesFilters", "resources", "name", "metricsQuery"}
 TEMPLATE = re.compile(r"<<(.*?)>>")
 DENOMINATOR = "cgpu_pod_gpu_memory_allocated_bytes"
-SERVE = build_parser().parse_args(containers_of(find("Deployment", "cgpu-extender"))["cgpu-extender"]["args"])
+MONITORED = {"monitoring": lambda: render("monitoring"), "tls+monitoring": lambda: render_combo("tls+monitoring"),
+             "ha+monitoring": lambda: render_combo("ha+monitoring"),
+             "ha+tls+monitoring+autoscaling": lambda: render_combo("ha+tls+monitoring+autoscaling")}
+DASHBOARD = MANIFESTS / "components" / "monitoring" / "dashboards" / "cgpu-extender.json"
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
 
+
+def selectors(expr) -> list:
+    """Every vector selector in a parsed PromQL expression (inside range selectors and subqueries too)."""
+    if type(expr).__name__ == "VectorSelector":
+        return [expr]
+    found = []
+    for part in ("lhs", "rhs", "expr", "param", "vector_selector"):
+        child = getattr(expr, part, None)
+        if child is not None and not isinstance(child, (str, int, float)):
+            found += selectors(child)
+    for arg in getattr(expr, "args", None) or []:
+        found += selectors(arg)
+    return found
+
+
+def groupings(expr) -> set:
+    """Labels an expression's result can carry: those its aggregations keep (``by``)."""
+    kept = set()
+    if type(expr).__name__ == "AggregateExpr" and expr.modifier is not None and str(expr.modifier).startswith("by"):
+        kept |= set(expr.modifier.labels)
+    for part in ("lhs", "rhs", "expr"):
+        child = getattr(expr, part, None)
+        if child is not None and not isinstance(child, (str, int, float)):
+            kept |= groupings(child)
+    for arg in getattr(expr, "args", None) or []:
+        kept |= groupings(arg)
+    return kept
+
+
+def names(families) -> set:
+    """The sample names a query may select, by each family's type (a family with no sample yet included)."""
+    found = set()
+    for family in families:
+        found |= {s.name for s in family.samples}
+        found |= {"counter": {f"{family.name}_total"}, "histogram": {f"{family.name}_{s}" for s in
+                  ("bucket", "count", "sum")}}.get(family.type, {family.name})
+    return found
+
+
+def post(client, verb: str, payload: dict) -> dict:
+    reply = client.post(f"/cgpu-scheduler/{verb}", data=orjson.dumps(payload), content_type="application/json")
+    assert reply.status_code == 200
+    return orjson.loads(reply.data)
+
+
+@pytest.fixture(scope="module")
+def scraped():
+    """Family name → label names, from a real scrape after the README's filter and bind."""
+    client = create_app(Config()).test_client()
+    p = scheduler_pod()
+    post(client, "filter", {"Pod": p, "Nodes": None, "NodeNames": ["gpu-core-a"]})
+    post(client, "bind", {"PodName": p["metadata"]["name"], "PodNamespace": "default", "PodUID": p["metadata"]["uid"],
+                          "Node": "gpu-core-a"})
+    text = client.get("/cgpu-scheduler/metrics").get_data(as_text=True)
+    return {f.name: {label for s in f.samples for label in s.labels} for f in text_string_to_metric_families(text)}
+
+
+@pytest.fixture(scope="module")
+def registry():
+    """Every sample name the extender exports: the demo after a filter and a bind (per-pod series,
+    the verbs' histogram) and the Kubernetes backend with scale-up placeholders (watch, Events,
+    placeholder families)."""
+    client = create_app(Config()).test_client()
+    p = scheduler_pod()
+    post(client, "filter", {"Pod": p, "Nodes": None, "NodeNames": ["gpu-core-a"]})
+    found = names(text_string_to_metric_families(client.get("/cgpu-scheduler/metrics").get_data(as_text=True)))
+    kube = FakeKube().start()
+    try:
+        kube.create("nodes", node("gpu-a", "cgpu", gpus=2, gib=15))
+        kube.create("pods", pod("waiting", mem=2))
+        configuration = kube_client.Configuration()
+        configuration.host = kube.url
+        cluster = KubernetesCluster.from_configuration(configuration, backoff=Backoff(initial=0.02, maximum=0.2),
+                                                       watch_timeout=5, request_timeout=5)
+        try:
+            extender = build_extender(Config(scale_up_placeholders=True, placeholder_interval=3600),
+                                      cluster=cluster, clock=lambda: 1)
+            wait_until(extender.ready, what="first sync")
+            body, _ = Metrics(extender).render(None)
+            found |= names(text_string_to_metric_families(body.decode()))
+        finally:
+            cluster.stop()
+    finally:
+        kube.stop()
+    assert {"cgpu_watch_errors_total", "cgpu_placeholders_errors_total", "cgpu_request_duration_seconds_bucket",
+            "cgpu_pending_pod_max_age_seconds", "cgpu_verb_errors_total"} <= found
+    return found
+
+
+# -- scraping ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_the_service_monitor_scrapes_the_plain_port_the_service_names(name):
+    objects = MONITORED[name]()
+    monitor, service = find(objects, "ServiceMonitor", "cgpu-extender"), find(objects, "Service", "cgpu-extender")
+    (workload, container), = extender_containers(objects)
+    args = serve_args(container)
+    spec = monitor["spec"]
+    assert set(spec) <= SERVICE_MONITOR_SPEC
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"]
+    (endpoint,) = spec["endpoints"]
+    assert set(endpoint) <= ENDPOINT_FIELDS
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    # the container port it reaches serves metrics in plain HTTP: the probe port when the verbs take TLS
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports[port["targetPort"]] == (args.probe_port if args.tls_cert else args.port)
+    assert endpoint.get("scheme", "http") == "http"
+    assert endpoint["path"] == f"{args.prefix}/metrics"
+    assert PROMETHEUS_DURATION.match(endpoint["interval"]) and PROMETHEUS_DURATION.match(endpoint["scrapeTimeout"])
+    assert endpoint["honorLabels"] is True  # the per-pod series' namespace and pod must not become exported_*
+
+
+# -- alert rules ---------------------------------------------------------------------------------
+
+def alerts() -> list:
+    rule = find(render("monitoring"), "PrometheusRule", "cgpu-extender")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and set(rule["spec"]) == {"groups"}
+    return [r for group in rule["spec"]["groups"] for r in group["rules"]]
+
+
+ALERTS = alerts()
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=[r["alert"] for r in ALERTS])
+def test_each_alert_parses_reads_real_metrics_and_says_what_to_do(rule, registry):
+    assert set(rule) <= ALERT_FIELDS and re.fullmatch(r"Cgpu[A-Z][A-Za-z]+", rule["alert"])
+    expr = promql_parser.parse(rule["expr"])
+    used = {s.name for s in selectors(expr)}
+    assert used and used <= registry, used - registry
+    assert PROMETHEUS_DURATION.match(rule["for"])
+    assert rule["labels"]["severity"] in ("critical", "warning")
+    annotations = rule["annotations"]
+    assert set(annotations) == {"summary", "description"}
+    assert "\n" not in annotations["summary"] and len(annotations["summary"]) <= 120
+    description = annotations["description"]
+    assert len(description.split()) >= 40 and "`" in description  # what it means, and a command to look with
+    for text in annotations.values():  # a label the expression's result does not carry renders empty
+        assert set(re.findall(r"\$labels\.(\w+)", text)) <= groupings(expr), text
+
+
+def test_the_alerts_cover_what_operators_are_paged_for():
+    by_metric = {}
+    for rule in ALERTS:
+        for selector in selectors(promql_parser.parse(rule["expr"])):
+            by_metric.setdefault(selector.name, set()).add(rule["alert"])
+            for matcher in selector.matchers.matchers:
+                by_metric.setdefault(f"{selector.name}{{{matcher.name}={matcher.value}}}", set()).add(rule["alert"])
+    for needed in ("cgpu_ready", "cgpu_verb_errors_total", "cgpu_binds_total", "cgpu_pending_pod_max_age_seconds",
+                   "cgpu_stranded_gpus", "cgpu_request_duration_seconds_bucket{verb=bind}",
+                   "cgpu_request_duration_seconds_bucket{verb=filter}"):
+        assert needed in by_metric, needed
+    down = next(r for r in ALERTS if r["alert"] == "CgpuExtenderDown")
+    assert down["expr"] == "absent(cgpu_ready)" and down["labels"]["severity"] == "critical"
+    assert len({r["alert"] for r in ALERTS}) == len(ALERTS)
+
+
+# -- dashboard -----------------------------------------------------------------------------------
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def panels(board: dict) -> list:
+    return [p for p in board["panels"] if p["type"] != "row"]
+
+
+def test_the_dashboard_ships_in_the_monitoring_overlay_as_grafana_loads_it():
+    configmap = find(render("monitoring"), "ConfigMap", "cgpu-extender-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert configmap["metadata"]["namespace"] == "monitoring"
+    assert configmap["data"] == {DASHBOARD.name: DASHBOARD.read_text()}
+
+
+def test_the_dashboard_lays_out_its_panels_without_overlap():
+    board = dashboard()
+    assert board["uid"] == "cgpu-extender" and board["schemaVersion"] >= 36
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    cells = set()
+    for p in board["panels"]:
+        box = p["gridPos"]
+        assert 0 <= box["x"] and box["x"] + box["w"] <= 24
+        mine = {(x, y) for x in range(box["x"], box["x"] + box["w"]) for y in range(box["y"], box["y"] + box["h"])}
+        assert not mine & cells, p["title"]
+        cells |= mine
+    (variable,) = board["templating"]["list"]
+    assert variable["type"] == "datasource" and variable["query"] == "prometheus"
+    for p in panels(board):
+        assert p["datasource"]["uid"] == "${" + variable["name"] + "}" and p["title"] and p["targets"]
+
+
+@pytest.mark.parametrize("panel", panels(dashboard()), ids=[p["title"] for p in panels(dashboard())])
+def test_every_dashboard_query_parses_and_reads_real_metrics(panel, registry):
+    for target in panel["targets"]:
+        expr = target["expr"]
+        for variable, value in GRAFANA_VARIABLES.items():
+            expr = expr.replace(variable, value)
+        assert "$" not in expr, expr
+        used = {s.name for s in selectors(promql_parser.parse(expr))}
+        assert used and used <= registry, used - registry
+        for label in re.findall(r"\{\{(\w+)\}\}", target.get("legendFormat", "")):
+            assert label in groupings(promql_parser.parse(expr)), (panel["title"], label)
+
+
+# -- Prometheus Adapter and HPA (examples) --------------------------------------------------------
 
 def adapter_rules() -> list:
-    return yaml.safe_load(find("ConfigMap", "adapter-config")["data"]["config.yaml"])["rules"]
+    configmap = example("ConfigMap", "cgpu-extender-adapter-rules")
+    return yaml.safe_load(configmap["data"]["config.yaml"])["rules"]
+
+
+def test_the_adapter_rules_never_take_the_adapters_own_configmap_name():
+    configmap = example("ConfigMap", "cgpu-extender-adapter-rules")
+    assert configmap["metadata"]["name"] not in ("adapter-config", "prometheus-adapter")
 
 
 def resource_labels(rule) -> dict:
@@ -72,54 +297,6 @@ def filled(rule, namespace="default", pods=("cuda-sample-7x9kq", "other")) -> st
     return TEMPLATE.sub(fill, rule["metricsQuery"])
 
 
-def selectors(expr) -> list:
-    """Every vector selector in a parsed PromQL expression."""
-    if type(expr).__name__ == "VectorSelector":
-        return [expr]
-    found = []
-    for part in ("lhs", "rhs", "expr", "param"):
-        child = getattr(expr, part, None)
-        if child is not None and not isinstance(child, (str, int, float)):
-            found += selectors(child)
-    for arg in getattr(expr, "args", None) or []:
-        found += selectors(arg)
-    return found
-
-
-@pytest.fixture(scope="module")
-def scraped():
-    """Family name → label names, from a real scrape after the README's filter and bind."""
-    client = create_app(Config()).test_client()
-    p = scheduler_pod()
-    client.post("/cgpu-scheduler/filter", data=orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": ["gpu-core-a"]}))
-    client.post("/cgpu-scheduler/bind", data=orjson.dumps({"PodName": p["metadata"]["name"], "PodNamespace": "default",
-                                                           "PodUID": p["metadata"]["uid"], "Node": "gpu-core-a"}))
-    text = client.get("/cgpu-scheduler/metrics").get_data(as_text=True)
-    return {f.name: {label for s in f.samples for label in s.labels} for f in text_string_to_metric_families(text)}
-
-
-def test_the_service_monitor_scrapes_the_service_the_extender_serves_metrics_on():
-    monitor, service = find("ServiceMonitor", "cgpu-extender"), find("Service", "cgpu-extender")
-    spec = monitor["spec"]
-    assert set(spec) <= SERVICE_MONITOR_SPEC
-    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert service["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"]
-    (endpoint,) = spec["endpoints"]
-    assert set(endpoint) <= ENDPOINT_FIELDS
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
-    assert endpoint["path"] == f"{SERVE.prefix}/metrics"
-    assert PROMETHEUS_DURATION.match(endpoint["interval"]) and PROMETHEUS_DURATION.match(endpoint["scrapeTimeout"])
-    assert endpoint["honorLabels"] is True  # the per-pod series' namespace and pod must not become exported_*
-
-
-def test_the_pod_annotations_name_the_port_and_path_it_serves():
-    template = find("Deployment", "cgpu-extender")["spec"]["template"]
-    annotations = template["metadata"]["annotations"]
-    assert annotations["prometheus.io/scrape"] == "true"
-    assert int(annotations["prometheus.io/port"]) == SERVE.port
-    assert annotations["prometheus.io/path"] == f"{SERVE.prefix}/metrics"
-
-
 def test_adapter_rules_have_the_shape_ack_documents_and_valid_promql(scraped):
     rules = adapter_rules()
     assert rules
@@ -153,9 +330,9 @@ def test_the_ratio_divides_the_pods_gpu_memory_use_by_this_extenders_allocation(
 
 
 def test_the_example_hpa_scales_a_shared_gpu_deployment_on_the_ratio():
-    hpa = find("HorizontalPodAutoscaler", "binpack-demo")
+    hpa = example("HorizontalPodAutoscaler", "binpack-demo")
     target = hpa["spec"]["scaleTargetRef"]
-    deployment = find(target["kind"], target["name"])
+    deployment = example(target["kind"], target["name"])
     assert parse_pod_request(pod_of(deployment)).memory > 0  # its pods hold a share the extender allocates
     (metric,) = hpa["spec"]["metrics"]
     assert metric["type"] == "Pods"

@@ -229,7 +229,7 @@ def test_every_request_of_the_loop_is_granted_by_rbac_and_the_placeholder_varian
     wait_until(lambda: plan_json(extender.plan())["pending"] == 0, what="the deletion")
     extender.placeholders.reconcile()
     assert extender.placeholders.stats.created == extender.placeholders.stats.deleted == 1
-    variant = Path(__file__).resolve().parents[3] / "manifests" / "autoscaling" / "placeholders.yaml"
+    variant = Path(__file__).resolve().parents[3] / "manifests" / "components" / "autoscaling" / "placeholders.yaml"
     (role,) = [d for d in yaml.safe_load_all(variant.read_text()) if d and d["kind"] == "Role"]
     own = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
     cluster, _ = granted()
@@ -239,7 +239,7 @@ def test_every_request_of_the_loop_is_granted_by_rbac_and_the_placeholder_varian
     refused = sorted((ns or "", resource, verb) for ns, resource, verb in sent
                      if (resource, verb) not in cluster and not (ns == NS and (resource, verb) in own))
     assert not refused
-    # the rest of what was sent meanwhile is the watches' (granted by rbac.yaml, tested there)
+    # the rest of what was sent meanwhile is the watches' (granted by base/rbac.yaml, tested there)
     assert all(method == "GET" for method, path in kube.requests[before:] if (method, path) not in loop)
 
 

@@ -1,4 +1,4 @@
-"""Every API call the extender makes is allowed by manifests/rbac.yaml (least privilege must not be too little).
+"""Every API call the extender makes is allowed by manifests/base/rbac.yaml (least privilege must not be too little).
 
 The backend runs through sync, binds (one whose Binding fails and is undone, one
 for a pod filter never saw), watches and a Warning event against the fake API
@@ -14,7 +14,7 @@ from builders import node, pod
 from fakekube import wait_until
 from kubesteps import bind, filter_, synced
 
-RBAC = Path(__file__).resolve().parents[3] / "manifests" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[3] / "manifests" / "base" / "rbac.yaml"
 VERBS = {"PATCH": "patch", "POST": "create", "PUT": "update", "DELETE": "delete"}
 
 
@@ -58,6 +58,6 @@ def test_every_request_the_extender_sends_is_granted(kube, started):
     assert {resource for _, resource, _ in sent} >= {"nodes", "pods", "configmaps", "pods/binding", "events"}
     refused = sorted((ns or "", resource, verb) for ns, resource, verb in sent
                      if (resource, verb) not in cluster and not (ns == "kube-system" and (resource, verb) in kube_system))
-    assert not refused, f"RBAC in manifests/rbac.yaml does not allow: {refused}"
+    assert not refused, f"RBAC in manifests/base/rbac.yaml does not allow: {refused}"
     # ConfigMaps are read in kube-system only (the Role), never cluster-wide
     assert {ns for ns, resource, _ in sent if resource == "configmaps"} == {"kube-system"}
