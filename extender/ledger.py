@@ -36,6 +36,7 @@ import numpy as np
 from extender import annotations as A
 from extender.logs import fields, get_logger
 from extender.malformed import MalformedObjects
+from extender.nodefacts import facts, kept_conditions
 from extender.nominations import Nominations
 from extender.podinfo import labels_of, priority_and_start
 from extender.pending import PendingPods, pod_key
@@ -718,6 +719,7 @@ class Ledger:
                 "schedule": spec.schedule_label,
                 "pool": pool_name(((self._nodes.get(name) or {}).get("metadata") or {}).get("labels") or {},
                                   self.pool_labels),
+                **facts(self._nodes.get(name), spec),
                 "sharing": MODE_NAMES[spec.mode],
                 "placement": PLACEMENT_NAMES[spec.placement],
                 "maxPodsPerGPU": None if spec.max_pod == UNLIMITED_PODS else spec.max_pod,
@@ -750,8 +752,8 @@ def _internal_ip(node: dict | None) -> str | None:
 
 def _kept(node: dict) -> dict:
     """What the ledger keeps of a Node: all that parse_node, inspect and the autoscaling plan
-    read (taints, cordon), none of its images, conditions or managedFields (tens of KiB on a
-    real node)."""
+    read (taints, cordon, the Ready condition's status), none of its images, other conditions
+    or managedFields (tens of KiB on a real node)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
     status = node.get("status") or {}
@@ -760,7 +762,8 @@ def _kept(node: dict) -> dict:
             "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
             **({"spec": kept_spec} if kept_spec else {}),
             "status": {"allocatable": dict(status.get("allocatable") or {}),
-                       "addresses": list(status.get("addresses") or [])}}
+                       "addresses": list(status.get("addresses") or []),
+                       **({"conditions": ready} if (ready := kept_conditions(status)) else {})}}
 
 
 def _unaccounted_json(item: Unaccounted) -> dict:
