@@ -4,10 +4,12 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize,           the kube-scheduler extender verbs, JSON only (else 415),
          preempt, bind                 answered by extender.verbs (the served path skips Flask)
-    GET  inspect                       every node and GPU, used/total, pods
+    GET  inspect                       every node and GPU, used/total, pods; ?compact=1: the GPU map's
+                                       form, without the pods' annotations (extender.mapfeed)
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
     GET  metrics                       Prometheus metrics (extender.metrics)
-    GET  ui                            the GPU map: one HTML page that refreshes from inspect
+    GET  ui                            the GPU map: one HTML page that refreshes from inspect?compact=1
+                                       and plan
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
@@ -35,10 +37,14 @@ from extender.planning import PlanSettings, plan_json
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
 from extender.verbs import JSON, VERBS, Verbs, timing
+from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
 GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
+
+
+FLAGS = {"1": True, "true": True, "0": False, "false": False}
 
 
 def _json(value, status: int = 200) -> Response:
@@ -117,7 +123,10 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.get("/inspect")
     def inspect():
-        return _json(extender.inspect())
+        compact = request.args.get("compact", "0")
+        if compact not in FLAGS:
+            return _json({"Error": f"compact must be 1 or 0, not {shown(compact, 40)}"}, 400)
+        return _json(extender.inspect(compact=FLAGS[compact]))
 
     @routes.get("/plan")
     def plan():

@@ -686,8 +686,9 @@ class Ledger:
             "unaccountedPods": len(self._unaccounted),
         }
 
-    def inspect(self) -> dict:
-        """Every node, every GPU: used/total memory and compute, the pods on it."""
+    def inspect(self, annotations: bool = True) -> dict:
+        """Every node, every GPU: used/total memory and compute, the pods on it (without the
+        annotations each pod's allocation writes, two thirds of the work, unless ``annotations``)."""
         names, view = self.state.view_all()
         nodes = []
         unaccounted_by_node = defaultdict(list)
@@ -698,13 +699,12 @@ class Ledger:
             pods_by_gpu = defaultdict(list)
             for allocation in list(self._by_node.get(name, {}).values()):
                 memory, core = allocation.memory_per_gpu, allocation.core_per_gpu
-                annotations = allocation.annotations
+                written = {"annotations": allocation.annotations} if annotations else {}
                 for g in sorted(set(memory) | set(core)):
                     pods_by_gpu[g].append({
                         "namespace": allocation.pod.namespace, "name": allocation.pod.name,
                         "uid": allocation.pod.uid, "memory": memory.get(g, 0), "core": core.get(g, 0),
-                        "source": allocation.source, "confirmed": allocation.confirmed,
-                        "annotations": annotations,
+                        "source": allocation.source, "confirmed": allocation.confirmed, **written,
                     })
             gpus = [{
                 "index": g,

@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 import orjson
 
-from extender import annotations as A, wire
+from extender import annotations as A, mapfeed, wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
 from extender.ledger import BindRejected, Ledger, PodRef
@@ -382,10 +382,12 @@ class Extender:
         return self.plans.fresh()
 
     # -- inspect ---------------------------------------------------------------
-    def inspect(self) -> dict:
-        report = self.ledger.inspect()
+    def inspect(self, compact: bool = False) -> dict:
+        """The inspect report; with ``compact``, the GPU map's form of it (extender.mapfeed)."""
+        report = self.ledger.inspect(annotations=not compact)
         report["ready"] = self.ready()
         report["cluster"] = getattr(self.cluster, "kind", "unknown")
         report["scoring"] = getattr(self.ledger.strategy, "name", "unknown")
-        annotate(report, self.stranded.current())
-        return report
+        measured = self.stranded.current()
+        annotate(report, measured)
+        return mapfeed.compact(report, measured) if compact else report

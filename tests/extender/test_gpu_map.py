@@ -40,6 +40,39 @@ def test_the_page_is_one_self_contained_file_served_on_get_only():
     assert client.post("/cgpu-scheduler/ui").status_code == 405
 
 
+def test_the_compact_inspect_is_the_full_one_less_the_annotations():
+    client = create_app(Config()).test_client()
+    client.post("/cgpu-scheduler/filter", json={"Pod": README_POD, "Nodes": None, "NodeNames": DEMO_NODES})
+    client.post("/cgpu-scheduler/bind", json={"PodName": "cuda-sample", "PodNamespace": "default",
+                                              "PodUID": "0d4c6f1e-demo", "Node": "gpu-core-a"})
+    full = client.get("/cgpu-scheduler/inspect").json
+    reply = client.get("/cgpu-scheduler/inspect?compact=1")
+    compact = reply.json
+    assert compact["compact"] == 1 and len(reply.data) < len(client.get("/cgpu-scheduler/inspect").data) / 2
+    assert {k: v for k, v in compact.items() if k not in ("nodes", "compact")} == {
+        k: v for k, v in full.items() if k != "nodes"}
+    assert [n["name"] for n in compact["nodes"]] == [n["name"] for n in full["nodes"]]
+    for small, node in zip(compact["nodes"], full["nodes"]):
+        assert {k: small[k] for k in ("pool", "model", "ready", "unschedulable", "sharing", "problem",
+                                      "wholeGpus", "stranded")} == {
+            k: node[k] for k in ("pool", "model", "ready", "unschedulable", "sharing", "problem", "wholeGpus",
+                                 "stranded")}
+        assert small["gpus"] == [[g["memory"]["used"], g["memory"]["total"], g["core"]["used"], g["core"]["total"],
+                                  int(g["healthy"]) + 2 * int(g["stranded"]),
+                                  [[f"{p['namespace']}/{p['name']}", p["memory"], p["core"], int(p["confirmed"])]
+                                   for p in g["pods"]]] for g in node["gpus"]]
+    gpu1 = compact["nodes"][0]["gpus"][1]
+    assert gpu1[5] == [["default/cuda-sample", 2, 30, 1], ["default/train-a", 4, 20, 1]]
+    idle = {n["name"]: n["idle"] for n in compact["nodes"]}
+    assert idle["gpu-core-full"] == round(2 / 15, 4) and idle["gpu-core-b"] == 4
+
+
+@pytest.mark.parametrize("value", ["yes", "2", "", "1' or '1"])
+def test_a_bad_compact_value_is_refused_with_a_message(value):
+    reply = create_app(Config()).test_client().get("/cgpu-scheduler/inspect", query_string={"compact": value})
+    assert reply.status_code == 400 and reply.json["Error"].startswith("compact must be 1 or 0, not ")
+
+
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed (./dev test installs it as root)")
 def test_the_map_renders_the_demo_and_shows_a_bind_without_a_reload(tmp_path):
     with serving_demo() as url, Browser(width=1280, height=760) as browser:
