@@ -732,7 +732,7 @@ class Ledger:
             })
         orphans = [
             {"node": a.node, "namespace": a.pod.namespace, "name": a.pod.name, "uid": a.pod.uid,
-             "memory": a.memory_per_gpu, "core": a.core_per_gpu}
+             "memory": _by_index(a.memory_per_gpu), "core": _by_index(a.core_per_gpu)}
             for a in list(self._allocations.values()) if a.node not in self.state.index
         ]
         return {
@@ -766,10 +766,15 @@ def _kept(node: dict) -> dict:
                        **({"conditions": ready} if (ready := kept_conditions(status)) else {})}}
 
 
+def _by_index(amounts: dict) -> dict:
+    """GPU index → amount, keyed by the index as text (JSON's object keys are strings)."""
+    return {str(g): v for g, v in amounts.items()}
+
+
 def _unaccounted_json(item: Unaccounted) -> dict:
     """``memory``/``core``: the pod's request per GPU (null: unreadable); ``held``: what is
     counted for it on each GPU of its node (GPU index → amount)."""
     memory, core = item.held or ({}, {})
     return {"namespace": item.pod.namespace, "name": item.pod.name, "uid": item.pod.uid, "node": item.node,
             "memory": item.memory, "core": item.core, "reason": item.reason,
-            "held": {"memory": {str(g): v for g, v in memory.items()}, "core": {str(g): v for g, v in core.items()}}}
+            "held": {"memory": _by_index(memory), "core": _by_index(core)}}
