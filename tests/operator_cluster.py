@@ -2,8 +2,8 @@
 
 The load benchmark's synthetic cluster (``benchmarks.synthetic``: nodes × 8
 GPUs, partly used by bound pods shaped after the openb trace), with each node
-in one of ``pools`` node pools (``alibabacloud.com/nodepool-id``), labelled
-with the GPU model of its GPU size, Ready but for one in 50 (NotReady) and
+in one of ``pools_per_model`` node pools of its GPU model
+(``alibabacloud.com/nodepool-id``), labelled with the GPU model of its GPU size, Ready but for one in 50 (NotReady) and
 one in 70 cordoned, plus ``pending`` unbound pods: small ones that fit now,
 whole-node ones of a pool that need a new node, and a few that no pool can
 take. Deterministic for a seed.
@@ -19,9 +19,10 @@ from policy.names import GPU_COUNT, GPU_MEM, GPU_MODEL_LABEL, NODE_SCHEDULE
 POOL_LABEL = "alibabacloud.com/nodepool-id"
 MODELS = {15: "Tesla-T4", 16: "Tesla-V100-SXM2-16GB", 22: "NVIDIA-A10", 32: "Tesla-V100-SXM2-32GB",
           80: "NVIDIA-A100-SXM4-80GB"}
+POOLS = {15: "t4", 16: "v100-16g", 22: "a10", 32: "v100-32g", 80: "a100"}
 
 
-def operator_objects(nodes: int, pending: int = 40, pools: int = 10, seed: int = 1) -> list:
+def operator_objects(nodes: int, pending: int = 40, pools_per_model: int = 2, seed: int = 1) -> list:
     """Nodes, bound pods and ``pending`` pods (see module doc)."""
     objects = cluster_objects(nodes, seed=seed)
     rng = np.random.default_rng(seed)
@@ -32,7 +33,7 @@ def operator_objects(nodes: int, pending: int = 40, pools: int = 10, seed: int =
         labels, status = obj["metadata"]["labels"], obj["status"]
         index = int(obj["metadata"]["name"].split("-")[1])
         size = int(labels["gpu-spec"][4:-1])
-        pool = f"np-{MODELS[size].split('-')[1].lower()}-{index % pools}"
+        pool = f"np-{POOLS[size]}-{index % pools_per_model}"
         labels[POOL_LABEL] = pool
         labels[GPU_MODEL_LABEL] = MODELS[size]
         status["conditions"] = [{"type": "Ready", "status": "False" if index % 50 == 7 else "True",
@@ -70,3 +71,47 @@ def operator_objects(nodes: int, pending: int = 40, pools: int = 10, seed: int =
         objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
                         "status": {"phase": "Pending"}})
     return objects
+
+
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+def with_hostile_names(objects: list) -> list:
+    """``objects`` with script in a node's name, a pool label, a bound pod's name and a pending pod's name."""
+    node = next(o for o in objects if o["kind"] == "Node" and o["metadata"]["labels"].get(NODE_SCHEDULE))
+    old = node["metadata"]["name"]
+    node["metadata"]["name"] = f"{HOSTILE}-node"
+    node["metadata"]["labels"][POOL_LABEL] = "<script>window.pwned=2</script>"
+    bound = [o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName") == old]
+    for pod in bound:
+        pod["spec"]["nodeName"] = node["metadata"]["name"]
+    bound[0]["metadata"]["name"] = f"{HOSTILE}-pod"
+    waiting = next(o for o in objects if o["kind"] == "Pod" and "nodeName" not in o["spec"])
+    waiting["metadata"]["name"] = f"{HOSTILE}-pending"
+    return objects
+
+
+def write_cluster(path, objects: list) -> str:
+    """A cluster file (JSON, which ``serve --cluster`` reads as YAML, faster) of ``objects``; its path."""
+    import orjson
+
+    path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return str(path)
+
+
+def learn_mix(url: str, shapes: int = 8) -> list:
+    """Filter the load driver's first ``shapes`` pod shapes over every node of the extender at ``url`` (so it
+    learns the workload's mix and measures what is stranded); the node names."""
+    import json
+    import urllib.request
+
+    from benchmarks.synthetic import pending_pod
+
+    with urllib.request.urlopen(f"{url}/inspect?compact=1", timeout=60) as reply:
+        names = [n["name"] for n in json.loads(reply.read())["nodes"]]
+    for i in range(shapes):
+        body = json.dumps({"Pod": pending_pod(i), "Nodes": None, "NodeNames": names}).encode()
+        request = urllib.request.Request(f"{url}/filter", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            reply.read()
+    return names
