@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/gpu_map_screenshot.py [PATH]     (default: docs/gpu-map.png)
 
-Serves tests/operator_cluster.py's 1,000 nodes (10 pools, 40 pending pods) with
+Serves benchmarks/operator_cluster.py's 1,000 nodes (10 pools, 40 pending pods) with
 ``cgpu-extender serve --cluster``, lets it learn the load driver's pod shapes
 (so stranded GPUs are measured), opens the map in headless Chromium at
 1440 × 900, sorted by stranded share, with the first node selected, and saves
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))  # the package before tests/policy, which this dir
 
 from browser import Browser, chromium  # noqa: E402
 from demo_server import serving  # noqa: E402
-from operator_cluster import learn_mix, operator_objects, write_cluster  # noqa: E402
+from benchmarks.operator_cluster import learn_mix, operator_objects, write_cluster  # noqa: E402
 
 
 def main(argv: list) -> int:

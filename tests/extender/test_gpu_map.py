@@ -1,5 +1,5 @@
 """GET ui: the GPU map, self-contained, rendered by a real headless Chromium against real servers: the demo, and a
-cluster of 1,000 nodes (tests/operator_cluster.py). ``python tests/gpu_map_screenshot.py`` writes docs/gpu-map.png.
+cluster of 1,000 nodes (benchmarks/operator_cluster.py). ``python tests/gpu_map_screenshot.py`` writes docs/gpu-map.png.
 """
 
 import json
@@ -11,7 +11,8 @@ import pytest
 
 from browser import Browser, chromium
 from demo_server import serving, serving_demo
-from operator_cluster import HOSTILE, learn_mix, operator_objects, with_hostile_names, write_cluster
+from benchmarks.operator_cluster import POOL_LABEL, learn_mix, operator_objects, write_cluster
+from policy.names import NODE_SCHEDULE
 from extender.app import create_app
 from extender.config import Config
 
@@ -23,6 +24,24 @@ TILES = "[...document.querySelectorAll('#nodeRows .gpu')].map(t => ({...t.datase
 ROWS = "[...document.querySelectorAll('#nodeRows tr')]"
 NEEDS_CHROMIUM = pytest.mark.skipif(chromium() is None,
                                     reason="Debian's chromium is not installed (./dev test installs it as root)")
+
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+def with_hostile_names(objects: list) -> list:
+    """``objects`` with script in a node's name, a pool label, a bound pod's name and a pending pod's name."""
+    node = next(o for o in objects if o["kind"] == "Node" and o["metadata"]["labels"].get(NODE_SCHEDULE))
+    old = node["metadata"]["name"]
+    node["metadata"]["name"] = f"{HOSTILE}-node"
+    node["metadata"]["labels"][POOL_LABEL] = "<script>window.pwned=2</script>"
+    bound = [o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName") == old]
+    for pod in bound:
+        pod["spec"]["nodeName"] = node["metadata"]["name"]
+    bound[0]["metadata"]["name"] = f"{HOSTILE}-pod"
+    waiting = next(o for o in objects if o["kind"] == "Pod" and "nodeName" not in o["spec"])
+    waiting["metadata"]["name"] = f"{HOSTILE}-pending"
+    return objects
+
 
 
 def post(url: str, body: dict) -> dict:

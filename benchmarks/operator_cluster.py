@@ -6,7 +6,8 @@ in one of ``pools_per_model`` node pools of its GPU model
 (``alibabacloud.com/nodepool-id``), labelled with the GPU model of its GPU size, Ready but for one in 50 (NotReady) and
 one in 70 cordoned, plus ``pending`` unbound pods: small ones that fit now,
 whole-node ones of a pool that need a new node, and a few that no pool can
-take. Deterministic for a seed.
+take. Deterministic for a seed. What the GPU map's browser test renders and
+``benchmarks.mapfeed`` measures.
 """
 
 from __future__ import annotations
@@ -70,24 +71,6 @@ def operator_objects(nodes: int, pending: int = 40, pools_per_model: int = 2, se
             spec["nodeSelector"] = selector
         objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
                         "status": {"phase": "Pending"}})
-    return objects
-
-
-HOSTILE = '<img src=x onerror="window.pwned=1">'
-
-
-def with_hostile_names(objects: list) -> list:
-    """``objects`` with script in a node's name, a pool label, a bound pod's name and a pending pod's name."""
-    node = next(o for o in objects if o["kind"] == "Node" and o["metadata"]["labels"].get(NODE_SCHEDULE))
-    old = node["metadata"]["name"]
-    node["metadata"]["name"] = f"{HOSTILE}-node"
-    node["metadata"]["labels"][POOL_LABEL] = "<script>window.pwned=2</script>"
-    bound = [o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName") == old]
-    for pod in bound:
-        pod["spec"]["nodeName"] = node["metadata"]["name"]
-    bound[0]["metadata"]["name"] = f"{HOSTILE}-pod"
-    waiting = next(o for o in objects if o["kind"] == "Pod" and "nodeName" not in o["spec"])
-    waiting["metadata"]["name"] = f"{HOSTILE}-pending"
     return objects
 
 
