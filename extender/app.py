@@ -4,15 +4,18 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize,           the kube-scheduler extender verbs, JSON only (else 415),
          preempt, bind                 answered by extender.verbs (the served path skips Flask)
-    GET  inspect                       every node and GPU, used/total, pods
+    GET  inspect                       every node and GPU, used/total, pods; ?compact=1: the GPU map's
+                                       form, without the pods' annotations (extender.mapfeed)
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
     GET  metrics                       Prometheus metrics (extender.metrics)
-    GET  ui                            the GPU map: one HTML page that refreshes from inspect
+    GET  ui                            the GPU map: one HTML page that refreshes from inspect?compact=1
+                                       and plan
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
 Replies are JSON. ``inspect``, ``plan`` and ``metrics`` walk every node: each is
 rendered at most once per ``config.render_ttl`` seconds however many ask at once
+while the cluster is unchanged
 (:class:`extender.rendercache.RenderCache`). A handler fault is logged with its traceback and answered
 with status 500 and a one-line ``Error``; nothing else is non-200 but ``readyz``
 and ``plan`` before the first sync (503).
@@ -38,10 +41,14 @@ from extender.rendercache import RenderCache
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
 from extender.verbs import JSON, VERBS, Verbs, timing
+from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
 GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
+
+
+FLAGS = {"1": True, "true": True, "0": False, "false": False}
 
 
 def _json(value, status: int = 200) -> Response:
@@ -121,13 +128,19 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.get("/inspect")
     def inspect():
-        return Response(rendered.get("inspect", lambda: wire.encode(extender.inspect())), mimetype=JSON)
+        compact = request.args.get("compact", "0")
+        if compact not in FLAGS:
+            return _json({"Error": f"compact must be 1 or 0, not {shown(compact, 40)}"}, 400)
+        return Response(rendered.get(("inspect", FLAGS[compact]),
+                                     lambda: wire.encode(extender.inspect(compact=FLAGS[compact])),
+                                     extender.generation()), mimetype=JSON)
 
     @routes.get("/plan")
     def plan():
         if not extender.ready():
             return _json({"Error": NOT_SYNCED}, 503)
-        return Response(rendered.get("plan", lambda: wire.encode(plan_json(extender.plan()))), mimetype=JSON)
+        return Response(rendered.get("plan", lambda: wire.encode(plan_json(extender.plan())), extender.generation()),
+                        mimetype=JSON)
 
     @routes.get("/metrics")
     def metrics_():

@@ -163,8 +163,9 @@ class ExtenderCollector:
         measured = meter.current()
         if measured is None:
             return
-        yield _gauge("cgpu_stranded_gpus", "GPU share the next pod of the learned mix cannot use (FGD's "
-                     "fragmentation, summed over nodes), in GPUs", float(measured.per_node.sum()))
+        yield _gauge("cgpu_stranded_gpus", "free share of partly used GPUs that no pod shape of the learned mix "
+                     "fits, where an untouched GPU would take one (policy.fragments), in GPUs",
+                     float(measured.per_node.sum()))
         yield _gauge("cgpu_unallocated_gpus", "unallocated share of healthy GPUs on sharing nodes, in GPUs",
                      float(measured.idle.sum()))
 

@@ -11,19 +11,21 @@
 
 A 2 GiB + 30 % pod fits gpu-core-a (binpack puts it on GPU 1, beside
 train-a, and scores that node highest) and gpu-core-b; every other node says
-why not.
+why not. Every node is Ready and labelled with its GPU model (Tesla-T4; the
+cgpu node NVIDIA-A10, the whole-GPU node NVIDIA-A100-SXM4-80GB).
 """
 
 from __future__ import annotations
 
 from extender import annotations as A
-from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, NODE_PLACEMENT, NODE_SCHEDULE, WHOLE_GPU
+from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, GPU_MODEL_LABEL, NODE_PLACEMENT, NODE_SCHEDULE, WHOLE_GPU
 
 ASSUME_NS = 1_700_000_000_000_000_000
 
 
-def _node(name: str, schedule: str | None, gpus: int, gib: int, placement: str = "binpack") -> dict:
-    labels = {"kubernetes.io/hostname": name}
+def _node(name: str, schedule: str | None, gpus: int, gib: int, placement: str = "binpack",
+          model: str = "Tesla-T4") -> dict:
+    labels = {"kubernetes.io/hostname": name, GPU_MODEL_LABEL: model}
     allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110"}
     if schedule:
         labels[NODE_SCHEDULE] = schedule
@@ -36,7 +38,8 @@ def _node(name: str, schedule: str | None, gpus: int, gib: int, placement: str =
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels},
-        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable),
+                   "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
@@ -60,9 +63,9 @@ def demo_objects() -> list:
         _node("gpu-core-a", "core_mem", 4, 15),
         _node("gpu-core-b", "core_mem", 4, 15),
         _node("gpu-core-full", "core_mem", 2, 15),
-        _node("gpu-cgpu-a", "cgpu", 2, 22, placement="spread"),
+        _node("gpu-cgpu-a", "cgpu", 2, 22, placement="spread", model="NVIDIA-A10"),
         _node("gpu-share-a", "share", 1, 15),
-        _node("gpu-whole-a", None, 2, 0),
+        _node("gpu-whole-a", None, 2, 0, model="NVIDIA-A100-SXM4-80GB"),
     ]
     for i, node in enumerate(nodes):
         node["status"]["addresses"] = [{"type": "InternalIP", "address": f"192.0.2.{10 + i}"}]

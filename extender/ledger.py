@@ -36,6 +36,7 @@ import numpy as np
 from extender import annotations as A
 from extender.logs import fields, get_logger
 from extender.malformed import MalformedObjects
+from extender.nodefacts import facts, kept_conditions
 from extender.nominations import Nominations
 from extender.podinfo import labels_of, priority_and_start
 from extender.pending import PendingPods, pod_key
@@ -205,6 +206,7 @@ class Ledger:
     """Allocation records and the arrays they sum to (see module doc)."""
 
     def __init__(self, state, strategy, pool_labels=DEFAULT_POOL_LABELS):
+        self.changes = 0  # bumped by every change the cluster or a verb makes (a hint for caches; racy, only grows)
         self.state = state
         self.strategy = strategy
         self.pool_labels = tuple(pool_labels)  # a node's pool in inspect and metrics (as plan groups them)
@@ -350,6 +352,7 @@ class Ledger:
         Returns ``(allocation, created)``; ``created`` is False when the pod was
         already reserved on ``node`` (the existing allocation is returned).
         """
+        self.changes += 1
         existing = self._allocations.get(pod.uid)
         if existing is not None and existing.node != node:
             raise BindRejected(f"pod {pod} is already bound to node {existing.node}")
@@ -386,6 +389,7 @@ class Ledger:
 
     def release(self, uid: str) -> Allocation | None:
         """Forget a pod's allocation (deleted, finished, or its bind failed)."""
+        self.changes += 1
         self._count_host(uid, None)
         allocation = self._allocations.get(uid)
         if allocation is None:
@@ -436,6 +440,7 @@ class Ledger:
     def observe_node(self, node: dict) -> NodeSpec | None:
         """A node was added or changed: rebuild its row, keep counting its pods. A Node
         this cannot read is logged, listed in inspect and skipped (None)."""
+        self.changes += 1
         meta = node.get("metadata") if isinstance(node, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
         if not isinstance(name, str) or not name or len(name) > 253:
@@ -492,6 +497,7 @@ class Ledger:
     def forget_node(self, name: str) -> None:
         """A node disappeared: drop its row; its pods' records wait for it. A strategy that
         remembers rows across decisions (``forget_row``) is told the row is gone."""
+        self.changes += 1
         with self.node_lock(name):
             self._nodes.pop(name, None)
             row = self.state.index.get(name)
@@ -502,6 +508,7 @@ class Ledger:
 
     def observe_configmap(self, configmap: dict, deleted: bool = False) -> None:
         """An unhealthy-GPU ConfigMap changed; other ConfigMaps are ignored."""
+        self.changes += 1
         node = unhealthy_configmap_node(configmap)
         if node is None:
             return
@@ -520,6 +527,7 @@ class Ledger:
         node's range) is logged and listed in inspect (``malformedObjects``),
         never fatal; if it is bound and asks for shared GPU it is held back
         as unaccounted, whole GPUs when its request is unreadable."""
+        self.changes += 1
         if not isinstance(pod, dict) or not isinstance(pod.get("metadata") or {}, dict) \
                 or not isinstance(pod.get("spec") or {}, dict) or not isinstance(pod.get("status") or {}, dict):
             self._note_malformed("Pod", pod, "metadata, spec or status is not an object")
@@ -603,6 +611,7 @@ class Ledger:
         """The pod reserved on ``node`` is seen bound there, its requests as reserved
         (what :meth:`observe_pod` would conclude, for a caller that knows it); False
         when no such reservation exists."""
+        self.changes += 1
         existing = self._allocations.get(uid)
         if existing is None or existing.node != node or self._host.get(uid) is None:
             return False
@@ -611,6 +620,7 @@ class Ledger:
 
     def forget_pod(self, uid: str) -> None:
         """A pod was deleted."""
+        self.changes += 1
         self._nominations.forget(uid)
         self.pending.forget(uid)
         self.release(uid)
@@ -694,8 +704,9 @@ class Ledger:
             "unaccountedPods": len(self._unaccounted),
         }
 
-    def inspect(self) -> dict:
-        """Every node, every GPU: used/total memory and compute, the pods on it."""
+    def inspect(self, annotations: bool = True) -> dict:
+        """Every node, every GPU: used/total memory and compute, the pods on it (without the
+        annotations each pod's allocation writes, two thirds of the work, unless ``annotations``)."""
         names, view = self.state.view_all()
         nodes = []
         unaccounted_by_node = defaultdict(list)
@@ -706,13 +717,12 @@ class Ledger:
             pods_by_gpu = defaultdict(list)
             for allocation in list(self._by_node.get(name, {}).values()):
                 memory, core = allocation.memory_per_gpu, allocation.core_per_gpu
-                annotations = allocation.annotations
+                written = {"annotations": allocation.annotations} if annotations else {}
                 for g in sorted(set(memory) | set(core)):
                     pods_by_gpu[g].append({
                         "namespace": allocation.pod.namespace, "name": allocation.pod.name,
                         "uid": allocation.pod.uid, "memory": memory.get(g, 0), "core": core.get(g, 0),
-                        "source": allocation.source, "confirmed": allocation.confirmed,
-                        "annotations": annotations,
+                        "source": allocation.source, "confirmed": allocation.confirmed, **written,
                     })
             gpus = [{
                 "index": g,
@@ -727,6 +737,7 @@ class Ledger:
                 "schedule": spec.schedule_label,
                 "pool": pool_name(((self._nodes.get(name) or {}).get("metadata") or {}).get("labels") or {},
                                   self.pool_labels),
+                **facts(self._nodes.get(name), spec),
                 "sharing": MODE_NAMES[spec.mode],
                 "placement": PLACEMENT_NAMES[spec.placement],
                 "maxPodsPerGPU": None if spec.max_pod == UNLIMITED_PODS else spec.max_pod,
@@ -739,7 +750,7 @@ class Ledger:
             })
         orphans = [
             {"node": a.node, "namespace": a.pod.namespace, "name": a.pod.name, "uid": a.pod.uid,
-             "memory": a.memory_per_gpu, "core": a.core_per_gpu}
+             "memory": _by_index(a.memory_per_gpu), "core": _by_index(a.core_per_gpu)}
             for a in list(self._allocations.values()) if a.node not in self.state.index
         ]
         return {
@@ -759,8 +770,8 @@ def _internal_ip(node: dict | None) -> str | None:
 
 def _kept(node: dict) -> dict:
     """What the ledger keeps of a Node: all that parse_node, inspect and the autoscaling plan
-    read (taints, cordon), none of its images, conditions or managedFields (tens of KiB on a
-    real node)."""
+    read (taints, cordon, the Ready condition's status), none of its images, other conditions
+    or managedFields (tens of KiB on a real node)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
     status = node.get("status") or {}
@@ -769,7 +780,13 @@ def _kept(node: dict) -> dict:
             "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
             **({"spec": kept_spec} if kept_spec else {}),
             "status": {"allocatable": dict(status.get("allocatable") or {}),
-                       "addresses": list(status.get("addresses") or [])}}
+                       "addresses": list(status.get("addresses") or []),
+                       **({"conditions": ready} if (ready := kept_conditions(status)) else {})}}
+
+
+def _by_index(amounts: dict) -> dict:
+    """GPU index → amount, keyed by the index as text (JSON's object keys are strings)."""
+    return {str(g): v for g, v in amounts.items()}
 
 
 def _unaccounted_json(item: Unaccounted) -> dict:
@@ -778,4 +795,4 @@ def _unaccounted_json(item: Unaccounted) -> dict:
     memory, core = item.held or ({}, {})
     return {"namespace": item.pod.namespace, "name": item.pod.name, "uid": item.pod.uid, "node": item.node,
             "memory": item.memory, "core": item.core, "reason": item.reason,
-            "held": {"memory": {str(g): v for g, v in memory.items()}, "core": {str(g): v for g, v in core.items()}}}
+            "held": {"memory": _by_index(memory), "core": _by_index(core)}}

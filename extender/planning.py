@@ -12,10 +12,18 @@ Contract:
 
       {"pending": N, "fitsNow": [pod refs],
        "pools": {POOL: {"nodesNeeded": K, "pods": [pod refs], "maxSize": M or null}},
-       "unplaceable": [{"pod": ref, "reason": "..."}]}
+       "unplaceable": [{"pod": ref, "reason": "..."}],
+       "pendingPods": [{"pod": ref, "created": RFC 3339 or "", "memory": GiB per GPU, "core": % per GPU,
+                        "gpus": K, "outcome": "fits_now" | "new_node" | "unplaceable",
+                        "node": N, "gpuIndices": [...],   (fits_now: where it fits now)
+                        "pool": P, "newNode": I,          (new_node: the pool's I-th new node, from 0)
+                        "reason": "..."}],                (unplaceable)
+       "otherSchedulers": {scheduler name: pods left out}}
 
   with ``namespace/name`` pod refs, sorted; ``pools`` lists the pools that
-  need new nodes;
+  need new nodes; ``pendingPods`` is one entry per planned pod, oldest first
+  (then by ref), with ``memory``, ``core``, ``gpus`` null for an invalid
+  request and ``core`` null for a memory-only one (what the GPU map lists);
 * :meth:`Planned.beyond_autoscaler` is what placeholders ask for: the new
   nodes a pool needs less those cluster-autoscaler adds by itself for the
   pods it sees unschedulable (:mod:`policy.totals`);
@@ -31,6 +39,7 @@ from dataclasses import dataclass, field
 
 from policy.planner import Plan, plan
 from policy.pools import DEFAULT_POOL_LABELS, pools_of
+from policy.request import GPURequest
 from policy.scoring import make_strategy
 from policy.totals import own_scale_up
 
@@ -98,7 +107,29 @@ def plan_json(planned: Planned) -> dict:
                          "maxSize": pool_plan.pool.max_size}
                   for name, pool_plan in sorted(result.pools.items())},
         "unplaceable": [{"pod": ref, "reason": reason} for ref, reason in sorted(result.unplaceable)],
+        "pendingPods": pending_pods(planned),
+        "otherSchedulers": dict(sorted(planned.other_schedulers.items())),
     }
+
+
+def pending_pods(planned: Planned) -> list:
+    """Each planned pod with its request and where the plan puts it (see module doc), oldest first."""
+    result = planned.plan
+    where = {p.pod: {"outcome": "fits_now", "node": p.node, "gpuIndices": list(p.gpus)} for p in result.fits_now}
+    for name, pool_plan in result.pools.items():
+        where.update({p.pod: {"outcome": "new_node", "pool": name, "newNode": p.new_node}
+                      for p in pool_plan.placements})
+    where.update({ref: {"outcome": "unplaceable", "reason": reason} for ref, reason in result.unplaceable})
+    entries = []
+    for ref, pod in planned.pods.items():
+        request = pod.request
+        valid = isinstance(request, GPURequest)
+        entries.append({"pod": ref, "created": pod.created,
+                        "memory": request.memory_per_gpu if valid else None,
+                        "core": request.core_per_gpu if valid and request.wants_core else None,
+                        "gpus": request.gpu_count if valid else None,
+                        **where.get(ref, {"outcome": "unplaceable", "reason": "not planned"})})
+    return sorted(entries, key=lambda e: (e["created"] or "~", e["pod"]))
 
 
 class PlanCache:

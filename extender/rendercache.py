@@ -5,8 +5,10 @@ metrics scrape is ~12 MB and ~0.8 s of CPU. Twelve clients looping on it kept
 a core busy and slowed binds past kube-scheduler's timeout. :class:`RenderCache`
 makes each such read single-flight (a request arriving while the same view
 is being rendered waits for that render instead of starting another) and
-keeps the rendered bytes for ``ttl`` seconds, so however many clients ask,
-a view is rendered at most once per ``ttl`` plus its own render time.
+keeps the rendered bytes for ``ttl`` seconds while what they show is
+unchanged (its ``version``), so however many clients ask, a view of an
+unchanged cluster is rendered at most once per ``ttl`` plus its own render
+time, and a change is seen at once.
 
 Keys are a small fixed set chosen by the caller (a route and its negotiated
 format), never raw request values. Thread-safe.
@@ -20,9 +22,10 @@ from typing import Callable, Hashable
 
 
 class _Entry:
-    __slots__ = ("done", "value", "error", "at")
+    __slots__ = ("done", "value", "error", "at", "version")
 
-    def __init__(self):
+    def __init__(self, version):
+        self.version = version
         self.done = threading.Event()
         self.value = None
         self.error: BaseException | None = None
@@ -36,14 +39,16 @@ class RenderCache:
         self._lock = threading.Lock()
         self.renders = 0  # renders done, since start (for tests and metrics)
 
-    def get(self, key: Hashable, render: Callable[[], object]):
-        """The value ``render()`` gave for ``key`` less than ``ttl`` ago, or the one being rendered now,
-        or a new one. A render that raised is raised to everyone who waited for it, and not kept."""
+    def get(self, key: Hashable, render: Callable[[], object], version: Hashable = None):
+        """The value ``render()`` gave for ``key`` less than ``ttl`` ago at this ``version`` (of what it
+        reads: a change since makes it stale at once), or the one being rendered now, or a new one.
+        A render that raised is raised to everyone who waited for it, and not kept."""
         with self._lock:
             entry = self._entries.get(key)
-            fresh = entry is not None and (not entry.done.is_set() or self._clock() - entry.at < self.ttl)
+            fresh = entry is not None and (not entry.done.is_set()
+                                           or (entry.version == version and self._clock() - entry.at < self.ttl))
             if not fresh:
-                entry = self._entries[key] = _Entry()
+                entry = self._entries[key] = _Entry(version)
                 mine = True
             else:
                 mine = False

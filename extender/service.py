@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 import orjson
 
-from extender import annotations as A, wire
+from extender import annotations as A, mapfeed, wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
 from extender.ledger import BindRejected, Ledger, PodRef
@@ -113,6 +113,7 @@ class Extender:
                  score_all_pods: bool = False, planning: PlanSettings | None = None):
         self.score_all_pods = score_all_pods
         self.preempt_seconds = PREEMPT_SECONDS
+        self.observed = 0  # new pods whose request shapes were learned (see generation)
         self.planning = planning or PlanSettings()
         self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy))
         self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
@@ -135,6 +136,10 @@ class Extender:
 
     def ready(self) -> bool:
         return self.cluster.ready()
+
+    def generation(self) -> tuple:
+        """Changes so far to what inspect and plan show: the ledger's, and the pod shapes learned."""
+        return self.ledger.changes, self.observed
 
     def _parsed(self, pod: dict):
         """The pod's :class:`GPURequest`, None, or its :class:`InvalidRequest` (returned, not
@@ -168,6 +173,7 @@ class Extender:
         each new pod's ``scored`` request once."""
         uid = _uid(pod)
         if uid and self.pods.put(uid, Seen(pod, parsed)) and scored is not None:
+            self.observed += 1
             observe = getattr(self.ledger.strategy, "observe", None)
             if observe is not None:
                 observe(scored)
@@ -403,10 +409,12 @@ class Extender:
         return self.plans.fresh()
 
     # -- inspect ---------------------------------------------------------------
-    def inspect(self) -> dict:
-        report = self.ledger.inspect()
+    def inspect(self, compact: bool = False) -> dict:
+        """The inspect report; with ``compact``, the GPU map's form of it (extender.mapfeed)."""
+        report = self.ledger.inspect(annotations=not compact)
         report["ready"] = self.ready()
         report["cluster"] = getattr(self.cluster, "kind", "unknown")
         report["scoring"] = getattr(self.ledger.strategy, "name", "unknown")
-        annotate(report, self.stranded.current())
-        return report
+        measured = self.stranded.current()
+        annotate(report, measured)
+        return mapfeed.compact(report, measured) if compact else report

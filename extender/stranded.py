@@ -1,19 +1,24 @@
 """The GPU share the cluster strands for its workload, for the metrics and the GPU map.
 
 For the shape mix learned from the pods filter has seen (the ``fragmentation``
-strategy's own mix, else one the service keeps):
+strategy's own mix, else one the service keeps), :func:`policy.fragments.stranded_share`:
 
-* per node, ``Frag(node)`` of :func:`policy.fragmentation.fragmentation`
-  (FGD's measure: the expected GPU share, in GPUs, that the next pod of the
-  mix cannot use there);
-* per GPU, ``stranded``: it has idle share, yet no shape of the mix that may
-  run on its node (mode, model, the node's free CPU and memory) fits it;
+* per GPU, ``stranded``: a partly used GPU whose free share the workload's
+  shapes could use on that node were the GPU untouched, and no shape the node
+  lets run now (mode, model, its free CPU and memory) fits — a fragment really
+  lost. An untouched GPU is never stranded;
+* per node, the idle share of its stranded GPUs, in GPUs;
 * per node, the idle (unallocated, healthy) share, in GPUs.
 
-It is cheap enough for every scrape: the result is kept while the cluster
-state's generation and the mix are those it was computed for, and a
-recompute reuses the parts of every unchanged row (:class:`PartsCache`), so
-it costs O(changed nodes × GPUs × shape classes) plus O(nodes × classes).
+Not FGD's fragmentation measure (``policy.fragmentation``, what the
+``fragmentation`` strategy minimises): that one also counts every idle GPU of
+a node where a popular shape cannot run at all, which says where to place the
+next pod, not what is wasted (``policy.fragments`` says why).
+
+It is kept while the cluster state's generation and the mix are those it was
+computed for; a recompute is O(nodes × GPUs × shape classes).
+
+May import ``policy``; nothing of the service.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policy.fragmentation import PartsCache, allowed, fragmentation, gpu_takes, idle
+from policy.fragments import stranded_share
 from policy.shapes import ShapeMix
-from policy.state import ClusterState, NodesView
+from policy.state import ClusterState
 
 
 @dataclass(frozen=True)
@@ -33,27 +38,18 @@ class Stranded:
     """Rows are the state's live nodes in row order (``names``)."""
 
     names: list
-    per_node: np.ndarray  # (n,) GPUs stranded for the mix
-    per_gpu: np.ndarray  # (n, G) bool: an idle share no shape of the mix fits
+    per_node: np.ndarray  # (n,) GPUs stranded for the mix: the idle share of its stranded GPUs
+    per_gpu: np.ndarray  # (n, G) bool: a fragment the mix could use on an untouched GPU and cannot now
     idle: np.ndarray  # (n,) GPUs unallocated
 
 
-def measure(view: NodesView, shapes, cache: PartsCache | None = None) -> tuple:
-    """``(per_node, per_gpu, idle)`` of every row of ``view`` for ``shapes`` (see module doc)."""
-    share = idle(view)
-    takes = gpu_takes(view, shapes.classes, view.mem_used, view.core_used, view.pods)
-    runs = allowed(view, shapes, view.cpu_used, view.host_mem_used, view.memory_pods, view.core_pods) > 0
-    per_gpu = (share > 0) & ~(takes & runs[:, None, :]).any(axis=2)
-    return fragmentation(view, shapes, cache), per_gpu, share.sum(axis=1)
-
-
 class StrandedMeter:
-    """:func:`measure` of a cluster state for a learned mix, kept per state generation and mix."""
+    """:func:`policy.fragments.stranded_share` of a cluster state for a learned mix, kept per state
+    generation and mix."""
 
     def __init__(self, state: ClusterState, mix: ShapeMix):
         self.state = state
         self.mix = mix
-        self._cache = PartsCache()
         self._lock = threading.Lock()
         self._key = None  # (generation, layout) measured
         self._shapes = None  # and for these shapes (compared by identity: a new mix is a new object)
@@ -68,7 +64,7 @@ class StrandedMeter:
             key = (self.state.generation, self.state.layout)
             if key != self._key or shapes is not self._shapes:
                 names, view = self.state.view_all()
-                per_node, per_gpu, share = measure(view, shapes, self._cache)
+                per_node, per_gpu, share = stranded_share(view, shapes)
                 self._last, self._key, self._shapes = Stranded(names, per_node, per_gpu, share), key, shapes
             return self._last
 

@@ -122,6 +122,18 @@ class Browser:
     def open(self, url: str) -> None:
         self.call("Page.navigate", url=url, session=True)
 
+    def record_errors(self) -> None:
+        """From the next page opened on, keep its uncaught errors and unhandled rejections (:meth:`errors`)."""
+        self.call("Page.enable", session=True)
+        self.call("Page.addScriptToEvaluateOnNewDocument", session=True, source=(
+            "window.__errors = [];"
+            "addEventListener('error', e => __errors.push(String(e.message)));"
+            "addEventListener('unhandledrejection', e => __errors.push(String(e.reason && e.reason.stack || e.reason)));"))
+
+    def errors(self) -> list:
+        """The page's uncaught errors so far (after :meth:`record_errors`)."""
+        return self.evaluate("window.__errors")
+
     def evaluate(self, expression: str):
         """The value of a JavaScript expression in the page (awaited when it is a promise)."""
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True,

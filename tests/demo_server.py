@@ -22,19 +22,26 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serving_demo(*options: str):
     """Yield the base URL (``http://127.0.0.1:PORT/cgpu-scheduler``) of a demo server, ready; stop it after."""
+    with serving("--demo", *options) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(*options: str, start_seconds: float = 30):
+    """Yield the base URL of ``cgpu-extender serve OPTIONS`` on a free port, ready; stop it after."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "extender", "serve", "--demo", "--port", str(port), *options],
+    process = subprocess.Popen([sys.executable, "-m", "extender", "serve", "--port", str(port), *options],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}{PREFIX}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + start_seconds
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/readyz", timeout=2):
                     break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("cgpu-extender serve --demo did not start") from None
+                    raise RuntimeError(f"cgpu-extender serve {' '.join(options)} did not start") from None
                 time.sleep(0.1)
         yield url
     finally:

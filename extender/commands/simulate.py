@@ -1,10 +1,17 @@
-"""``cgpu-extender simulate``: replay the openb GPU trace through the extender's own decisions.
+"""``cgpu-extender simulate``: replay a GPU trace through the extender's own decisions.
 
 Runs the FGD paper's protocol (``benchmarks.protocol``) for N seeds from 42
 and prints the unallocated GPU % at 100 % arrived workload (mean ± sd), the
 failed pods by shape and the decision time per pod; ``--json`` writes the
 same as JSON (``runs`` holds each seed's record, ``unallocated_mean`` and
 ``unallocated_sd`` the summary).
+
+The trace (``--trace``): ``sample``, the small synthetic one shipped with the
+package (``benchmarks.sample_trace``), by default; or one of the openb pod
+lists (Alibaba's GPU cluster trace v2023, which the project does not ship),
+read from ``--openb-dir``. ``--nodes``/``--pods`` name the files themselves; one
+given alone takes its partner from the same folder. A trace that is not there
+is one line on stderr saying where it comes from, and exit 2.
 """
 
 from __future__ import annotations
@@ -17,16 +24,21 @@ import sys
 from policy.scoring import STRATEGIES
 
 
-HELP = "replay the openb GPU trace through the extender's placement (FGD protocol)"
+HELP = "replay a GPU trace (a bundled sample, or Alibaba's openb) through the extender's placement (FGD protocol)"
 MISSING = ("cgpu-extender: simulate needs the benchmarks package, which this installation lacks "
            "(the container image leaves it out): run it from a source checkout (pip install -e .)")
+OPENB_SOURCE = ("the openb trace is Alibaba's GPU cluster trace v2023, not shipped with cgpu-extender: download "
+                "the CSVs of https://github.com/alibaba/clusterdata (folder cluster-trace-gpu-v2023/csv; Weng et al., "
+                "\"Beware of Fragmentation\", USENIX ATC 2023) and give their folder with --openb-dir DIR "
+                "(or the files with --nodes/--pods)")
+SAMPLE = "sample"
 
 
 def register(subparsers) -> None:
     try:
         from benchmarks.kube import SETTINGS
         from benchmarks.mapping import MAPPINGS
-        from benchmarks.trace import DEFAULT_DIR, NODE_FILE, pod_file
+        from benchmarks.trace import DEFAULT_DIR, TRACES
     except ModuleNotFoundError as exc:
         if exc.name != "benchmarks":
             raise
@@ -37,10 +49,14 @@ def register(subparsers) -> None:
         return
 
     parser = subparsers.add_parser("simulate", help=HELP, description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default=os.path.join(DEFAULT_DIR, NODE_FILE), metavar="CSV",
-                        help=f"node list (default {os.path.join(DEFAULT_DIR, NODE_FILE)})")
-    parser.add_argument("--pods", default=pod_file("default"), metavar="CSV",
-                        help=f"pod list (default {pod_file('default')})")
+    parser.add_argument("--trace", default=SAMPLE, choices=(SAMPLE, *TRACES),
+                        help="sample: the small synthetic trace shipped with the package (default); the others: "
+                             "openb's pod lists, read from --openb-dir")
+    parser.add_argument("--openb-dir", default=DEFAULT_DIR, metavar="DIR",
+                        help=f"folder of the openb CSVs, from github.com/alibaba/clusterdata "
+                             f"cluster-trace-gpu-v2023/csv (default {DEFAULT_DIR})")
+    parser.add_argument("--nodes", metavar="CSV", help="node list (default: the trace's)")
+    parser.add_argument("--pods", metavar="CSV", help="pod list (default: the trace's)")
     parser.add_argument("--policy", default="fragmentation", choices=sorted(STRATEGIES),
                         help="scoring strategy (default fragmentation)")
     parser.add_argument("--mapping", default="milli", choices=list(MAPPINGS),
@@ -51,6 +67,26 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds, from 42 (default 10)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     parser.set_defaults(run=run)
+
+
+def trace_files(args: argparse.Namespace) -> tuple:
+    """``(nodes CSV, pods CSV, trace name)`` the options ask for (see module doc)."""
+    from benchmarks import sample_trace
+    from benchmarks.trace import NODE_FILE, pod_file
+
+    nodes, pods = args.nodes, args.pods
+    if nodes is None and pods is None:
+        if args.trace == SAMPLE:
+            return sample_trace.NODES_PATH, sample_trace.PODS_PATH, SAMPLE
+        return os.path.join(args.openb_dir, NODE_FILE), pod_file(args.trace, args.openb_dir), args.trace
+    if nodes is None:  # a lone pod list: the node list of its folder
+        sample = os.path.basename(pods) == sample_trace.POD_FILE
+        nodes = os.path.join(os.path.dirname(pods), sample_trace.NODE_FILE if sample else NODE_FILE)
+    if pods is None:
+        sample = os.path.basename(nodes) == sample_trace.NODE_FILE
+        pods = os.path.join(os.path.dirname(nodes), sample_trace.POD_FILE if sample else "openb_pod_list_default.csv")
+    name = os.path.basename(pods).removeprefix("openb_pod_list_").removesuffix(".csv")
+    return nodes, pods, SAMPLE if name == sample_trace.POD_FILE.removesuffix(".csv") else name
 
 
 def _missing(args: argparse.Namespace) -> int:
@@ -66,13 +102,17 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         print(f"cgpu-extender: --seeds must be at least 1, got {args.seeds}", file=sys.stderr)
         return 2
+    nodes_path, pods_path, trace = trace_files(args)
+    missing = [p for p in (nodes_path, pods_path) if not os.path.isfile(p)]
+    if missing and trace != SAMPLE and all(os.path.basename(p).startswith("openb_") for p in missing):
+        print(f"cgpu-extender: {' and '.join(missing)} not found; {OPENB_SOURCE}", file=sys.stderr)
+        return 2
     try:
-        nodes = read_nodes(args.nodes)
-        pods = read_pods(args.pods)
+        nodes = read_nodes(nodes_path)
+        pods = read_pods(pods_path)
     except TraceError as exc:
         print(f"cgpu-extender: {exc}", file=sys.stderr)
         return 2
-    trace = os.path.basename(args.pods).removeprefix("openb_pod_list_").removesuffix(".csv")
     records = []
     for seed in range(protocol.SEEDS[0], protocol.SEEDS[0] + args.seeds):
         run_ = replay(nodes, pods, args.policy, seed, args.mapping, args.setting, stop_at=1.0)
@@ -91,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
           f"mean {result['decision_us_mean']:.0f} us, p99 {result['decision_us_p99']:.0f} us")
     if args.json:
         out = {key: value for key, value in result.items() if key != "curve"}
-        out.update(nodes=args.nodes, pods=args.pods, runs=[{k: v for k, v in r.items() if k != "curve"}
+        out.update(nodes=nodes_path, pods=pods_path, runs=[{k: v for k, v in r.items() if k != "curve"}
                                                             for r in records])
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=float)

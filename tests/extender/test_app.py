@@ -292,3 +292,15 @@ def test_scheduler_body_with_a_gpu_init_container_places_the_app_containers_only
     assert gpu1["memory"]["used"] == 6 and gpu1["core"]["used"] == 50
     mine = next(q for q in gpu1["pods"] if q["name"] == p["metadata"]["name"])
     assert json.loads(mine["annotations"][A.V2_ALLOCATION]) == {"0": {"1": 2}}
+
+
+@pytest.mark.parametrize("compact", ["0", "1"])
+def test_inspect_answers_with_allocations_on_a_node_it_does_not_know(compact):
+    # a pod bound to a node the cluster no longer lists: its shares are reported per GPU index, as text keys
+    objects = [o for o in demo_objects() if o["metadata"]["name"] != "gpu-core-full"]
+    client = create_app(Config(), extender=build_extender(Config(), cluster=EmbeddedCluster(objects))).test_client()
+    reply = client.get(f"{PREFIX}/inspect", query_string={"compact": compact})
+    assert reply.status_code == 200
+    orphans = orjson.loads(reply.data)["allocationsOnUnknownNodes"]
+    assert sorted((o["name"], o["memory"], o["core"]) for o in orphans) == [
+        ("full-0", {"0": 14}, {"0": 40}), ("full-1", {"1": 14}, {"1": 40})]

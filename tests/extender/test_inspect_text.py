@@ -36,10 +36,27 @@ def with_ip(n, ip):
     return n
 
 
+def with_facts(n, ready=None, model=None, cordoned=False, whole=None):
+    """``n`` with a Ready condition (with the heartbeat a kubelet writes), a GPU model label, a cordon,
+    whole GPUs."""
+    if ready is not None:
+        n["status"]["conditions"] = [
+            {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": "2025-01-01T00:00:00Z"},
+            {"type": "Ready", "status": ready, "lastHeartbeatTime": "2025-01-01T00:00:00Z",
+             "reason": "KubeletReady", "message": "kubelet is posting ready status"}]
+    if model is not None:
+        n["metadata"]["labels"]["aliyun.accelerator/nvidia_name"] = model
+    if cordoned:
+        n["spec"] = {"unschedulable": True}
+    if whole is not None:
+        n["status"]["allocatable"]["nvidia.com/gpu"] = whole
+    return n
+
+
 OBJECTS = {
-    "nodes": [with_ip(node("core-a", "core_mem", gpus=2, gib=15), "192.0.2.10"),
-              with_ip(node("cgpu-a", "cgpu", gpus=2, gib=22), "192.0.2.11"),
-              node("plain", None)],
+    "nodes": [with_facts(with_ip(node("core-a", "core_mem", gpus=2, gib=15), "192.0.2.10"), "True", "Tesla-T4"),
+              with_facts(with_ip(node("cgpu-a", "cgpu", gpus=2, gib=22), "192.0.2.11"), "False", cordoned=True),
+              with_facts(node("plain", None), whole="4")],
     "pods": [
         bound("cuda-sample", "core-a", A.write({0: {1: 2}}, {0: {1: 30}}, 15, NS), mem=2, core=30),
         bound("train", "core-a", A.write({0: {1: 8}}, {0: {1: 50}}, 15, NS), mem=8, core=50, namespace="ml"),
@@ -119,6 +136,15 @@ def sources():
 def test_summary_and_details_match_the_documented_format(sources, source):
     assert render(sources[source]) == SUMMARY
     assert render(sources[source], details=True) == DETAILS
+
+
+@pytest.mark.parametrize("source", ["api", "endpoint"])
+def test_inspect_reports_readiness_cordon_gpu_model_and_whole_gpus(sources, source):
+    facts = {n["name"]: {k: n[k] for k in ("ready", "unschedulable", "model", "wholeGpus")}
+             for n in sources[source]["nodes"]}
+    assert facts == {"core-a": {"ready": True, "unschedulable": False, "model": "Tesla-T4", "wholeGpus": 0},
+                     "cgpu-a": {"ready": False, "unschedulable": True, "model": None, "wholeGpus": 0},
+                     "plain": {"ready": None, "unschedulable": False, "model": None, "wholeGpus": 4}}
 
 
 def test_one_node_and_an_unknown_one(sources):

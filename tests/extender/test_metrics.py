@@ -147,6 +147,20 @@ def test_a_node_that_strands_gpu_for_the_learned_mix_is_measured():
     assert extender.stranded.current() is extender.stranded.current()  # nothing changed: not measured again
 
 
+def test_on_the_demo_after_the_readme_pod_only_the_full_nodes_fragments_are_stranded_never_an_untouched_gpu():
+    # the README's pod asks for memory and compute: the memory-only nodes (gpu-cgpu-a, gpu-share-a) are out of
+    # its reach, so neither their untouched GPUs nor infer-a's 16 GiB left are stranded; gpu-core-full's
+    # 1 GiB + 60 % left on each GPU is, where an untouched GPU of that node would take the pod
+    client = demo_client()
+    verb(client, "filter", {"Pod": scheduler_pod(), "Nodes": None, "NodeNames": DEMO_NODES})
+    report = orjson.loads(client.get(f"{PREFIX}/inspect").data)
+    marked = {(n["name"], g["index"]) for n in report["nodes"] for g in n["gpus"] if g["stranded"]}
+    assert marked == {("gpu-core-full", 0), ("gpu-core-full", 1)}
+    assert {n["name"]: n["stranded"] for n in report["nodes"] if n["stranded"]} == {"gpu-core-full": round(2 / 15, 4)}
+    samples, _ = scrape(client)
+    assert abs(samples[("cgpu_stranded_gpus", ())] - 2 / 15) < 1e-9
+
+
 CLUSTER = [node("core-a", "core_mem", gpus=2, gib=15), node("cgpu-a", "cgpu", gpus=2, gib=16),
            node("plain", None)]
 NAMES_ = [n["metadata"]["name"] for n in CLUSTER]

@@ -68,9 +68,33 @@ HUGE_REASON = ("fits no node now, nor a new node of any pool it may use: np-a10 
 def test_the_issues_case_needs_two_nodes_of_the_pool(tmp_path, capsys, used_per_gpu):
     code, out, _ = plan_cli(capsys, "--cluster", write(tmp_path, done_case(used_per_gpu)), "--json")
     assert code == 0
-    assert json.loads(out) == {"pending": 11, "fitsNow": [],
-                               "pools": {"np-a10": {"nodesNeeded": 2, "pods": TRAIN, "maxSize": None}},
-                               "unplaceable": [{"pod": "default/huge", "reason": HUGE_REASON}]}
+    result = json.loads(out)
+    assert {k: v for k, v in result.items() if k != "pendingPods"} == {
+        "pending": 11, "fitsNow": [], "pools": {"np-a10": {"nodesNeeded": 2, "pods": TRAIN, "maxSize": None}},
+        "unplaceable": [{"pod": "default/huge", "reason": HUGE_REASON}], "otherSchedulers": {}}
+    assert len(result["pendingPods"]) == 11
+
+
+def test_every_pending_pod_is_listed_with_its_request_and_where_the_plan_puts_it(tmp_path, capsys):
+    objects = done_case() + [waiting("small", 2, pool="np-t4"), pool_node("t4-0", "np-t4"),
+                             waiting("other", 2, schedulerName="volcano")]
+    objects += [pod("bad", mem="1.5")]
+    for i, p in enumerate(objects):
+        if p["kind"] == "Pod" and "nodeName" not in p["spec"]:
+            p["metadata"]["creationTimestamp"] = f"2025-01-01T00:{59 - i:02d}:00Z"  # the later, the older
+    result = json.loads(plan_cli(capsys, "--cluster", write(tmp_path, objects), "--json")[1])
+    listed = {p["pod"]: p for p in result["pendingPods"]}
+    assert listed["default/small"] == {"pod": "default/small", "created": listed["default/small"]["created"],
+                                       "memory": 2, "core": None, "gpus": 1, "outcome": "fits_now", "node": "t4-0",
+                                       "gpuIndices": [0]}
+    assert {k: listed["default/train-3"][k] for k in ("memory", "gpus", "outcome", "pool")} == {
+        "memory": 6, "gpus": 1, "outcome": "new_node", "pool": "np-a10"}
+    assert sorted(listed[ref]["newNode"] for ref in TRAIN) == [0] * 8 + [1] * 2
+    assert listed["default/huge"]["outcome"] == "unplaceable" and listed["default/huge"]["reason"] == HUGE_REASON
+    assert listed["default/bad"]["memory"] is None and listed["default/bad"]["outcome"] == "unplaceable"
+    assert len(listed) == result["pending"] == 13 and result["otherSchedulers"] == {"volcano": 1}
+    created = [p["created"] for p in result["pendingPods"]]
+    assert created == sorted(created) and result["pendingPods"][0]["pod"] == "default/bad"
 
 
 def test_endpoint_answers_what_the_cli_prints(tmp_path, capsys):
@@ -192,6 +216,8 @@ def test_the_readme_shows_what_plan_prints(tmp_path, capsys):
     pods = printed["pools"]["np-a10"]["pods"]
     assert shown["pools"]["np-a10"]["pods"] == pods[:2] and "shortened" in section  # the README cuts the list
     shown["pools"]["np-a10"]["pods"] = pods
+    assert shown["pendingPods"] and all(p in printed["pendingPods"] for p in shown["pendingPods"])  # cut too
+    shown["pendingPods"] = printed["pendingPods"]
     assert shown == printed
     usage = re.search(r"```\ncgpu-extender plan (.*?)```", section, re.S).group(1)
     options = set(re.findall(r"--[a-z-]+", usage))

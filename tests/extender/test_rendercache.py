@@ -49,3 +49,31 @@ def test_a_failed_render_reaches_its_waiters_and_is_not_kept():
     with pytest.raises(ZeroDivisionError):
         cache.get("k", lambda: 1 / 0)
     assert cache.get("k", lambda: "fine") == "fine"
+
+
+def test_a_change_of_what_the_view_shows_is_rendered_at_once():
+    now = [0.0]
+    cache = RenderCache(ttl=10.0, clock=lambda: now[0])
+    count = iter(range(100))
+    assert cache.get("k", lambda: next(count), version=1) == 0
+    assert cache.get("k", lambda: next(count), version=1) == 0
+    assert cache.get("k", lambda: next(count), version=2) == 1
+
+
+def test_inspect_shows_a_bind_at_once_though_it_was_rendered_just_before():
+    import orjson
+
+    from builders import scheduler_pod
+    from extender.app import create_app
+    from extender.config import Config
+
+    client = create_app(Config(render_ttl=60)).test_client()
+    before = client.get("/cgpu-scheduler/inspect").json
+    pod = scheduler_pod()
+    client.post("/cgpu-scheduler/filter", data=orjson.dumps({"Pod": pod, "NodeNames": ["gpu-core-a"]}),
+                content_type="application/json")
+    assert client.post("/cgpu-scheduler/bind", content_type="application/json", data=orjson.dumps(
+        {"PodName": pod["metadata"]["name"], "PodNamespace": "default", "PodUID": pod["metadata"]["uid"],
+         "Node": "gpu-core-a"})).json == {"Error": ""}
+    after = client.get("/cgpu-scheduler/inspect").json
+    assert after != before and pod["metadata"]["name"] in str(after)
