@@ -22,6 +22,7 @@ Rows are rows of the :class:`~policy.state.ClusterState` given to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 import numpy as np
@@ -46,8 +47,9 @@ class Resident:
     budgets: tuple = ()  # keys of the PodDisruptionBudgets that select it (see plan's ``budgets``)
     allowed: np.ndarray | None = None  # (rows,) bool: nodes its replacement may go to; None = every node
 
-    @property
+    @cached_property
     def gpus(self) -> tuple:
+        """The GPU indices it holds a share of."""
         return tuple(sorted(set(self.memory) | set(self.core)))
 
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from policy import reasons as R
 from policy.defrag import exact, greedy
-from policy.defrag.board import NO_HOST_ROOM, NOT_ALLOWED, Board, Exhausted, Steps, padded
+from policy.defrag.board import Board, Exhausted, Steps
+from policy.defrag.explain import Relaxed, why_not
 from policy.defrag.model import DEFAULT_MAX_MOVES, DefragPlan, Limits, Move, Placement
 from policy.defrag.movable import budget_use
 from policy.state import ClusterState
 
-MESSAGES = {**R.MESSAGES, NOT_ALLOWED: "its nodeSelector, node affinity or tolerations keep it off the node",
-            NO_HOST_ROOM: "the node lacks the CPU or memory it requests"}
 
 
 INTERNAL = "internal check failed: the plan was dropped (please report it)"
@@ -70,6 +68,7 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
         reasons["pending"] = {**why, **{w.key: INTERNAL for w in considered}}
         return DefragPlan((), (), 0, reasons, exact=False)
     freed = idle - before
+    relaxed, cache = None, {}
     for w in considered:
         if w.key in unblocks:
             served = sum(m.serves == w.key for m in moves)
@@ -78,7 +77,8 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
         elif w.key in placements:
             why[w.key] = "fits without moves"
         else:
-            why[w.key] = _why_not(state, w, known, allowances, max_moves, reasons["search"])
+            relaxed = relaxed or Relaxed(state, known)
+            why[w.key] = why_not(relaxed, w, allowances, max_moves, reasons["search"], cache)
     reasons["pending"] = why
     if not moves:
         reasons["summary"] = ("no pending pod needs moves" if all(w.key in placements for w in considered)
@@ -133,7 +133,10 @@ def _heuristic(board: Board, ordered: list, movers: list, max_moves: int, allowa
             plain.add(w.key)
     moves, placements, unblocks, used = [], {}, set(), Counter()
     moved: set = set()
-    failed: dict = {}  # (request, allowed, priority) → board generation when no room could be made
+    failed: dict = {}  # (request, allowed, priority) → (moves, placements) made when no room could be made
+    by_row: dict = {}
+    for r in movers:
+        by_row.setdefault(board.state.index[r.node], []).append(r)
     for w in ordered:
         spot = board.best(w.request, w.allowed)
         if spot is not None:
@@ -143,15 +146,13 @@ def _heuristic(board: Board, ordered: list, movers: list, max_moves: int, allowa
                 unblocks.add(w.key)
             continue
         key = (w.request.fit_key, id(w.allowed), w.priority)
-        if failed.get(key) == board.state.generation:
-            continue
-        by_row: dict = {}
-        for r in movers:
-            if r.key not in moved and r.priority <= w.priority:
-                by_row.setdefault(board.state.index[r.node], []).append(r)
-        found = greedy.unblock(board, w, by_row, max_moves - len(moves), allowances, used, limits.candidate_nodes)
+        if failed.get(key) == (len(moves), len(placements)):
+            continue  # an alike pod found no room, and nothing was placed since
+        found = greedy.unblock(board, w, lambda row: [r for r in by_row.get(row, ()) if r.key not in moved and
+                                                     r.priority <= w.priority],  # noqa: B023 - used at once
+                               max_moves - len(moves), allowances, used, limits.candidate_nodes)
         if found is None:
-            failed[key] = board.state.generation
+            failed[key] = (len(moves), len(placements))
             continue
         steps, (row, gpus) = found
         for r, to_row, gpus_to in steps:
@@ -182,44 +183,3 @@ def _checked(state: ClusterState, moves: list, placements: dict, residents: dict
             return None
         board.place(w.request, spot.row, spot.gpus)
     return idle
-
-
-def _why_not(state: ClusterState, w, residents: list, allowances: dict, max_moves: int, search: str) -> str:
-    """Why the plan gives ``w`` no room, from the first of these that holds."""
-    board = Board(state)
-    request = w.request
-    fit, reason = board.fit(request, w.allowed)
-    if (reason == R.FITS).any():
-        return "fits on its own, but not together with the pods the plan puts before it"
-    known = board.view().known
-    if not (padded(w.allowed, board.rows) & known).any():
-        return "no node its nodeSelector, node affinity and tolerations allow"
-    empty = board.fit_empty(request, w.allowed)
-    if not (empty == R.FITS).any():
-        codes = Counter(int(c) for c in empty[known])
-        return f"fits no node even with every GPU empty: {MESSAGES[codes.most_common(1)[0][0]]}"
-
-    def room_without(chosen) -> bool:
-        for r in chosen:
-            board.remove(r)
-        try:
-            return bool((board.fit(request, w.allowed)[1] == R.FITS).any())
-        finally:
-            for r in chosen:
-                board.restore(r)
-
-    if not room_without(residents):
-        return "moves cannot help: GPU use in its way belongs to no pod the plan could move (e.g. unaccounted pods)"
-    movable = [r for r in residents if r.movable]
-    if not room_without(movable):
-        stuck = Counter(r.why_not or "not movable" for r in residents if not r.movable)
-        return "the pods in its way may not move: " + ", ".join(f"{n} {why}" for why, n in stuck.most_common(3))
-    lower = [r for r in movable if r.priority <= w.priority]
-    if not room_without(lower):
-        return "the pods in its way have a higher priority than it"
-    if not room_without([r for r in lower if all(allowances.get(b, 0) > 0 for b in r.budgets)]):
-        return "PodDisruptionBudgets allow none of the evictions it needs"
-    if search == "exact":
-        return (f"no plan of at most {max_moves} moves (within the PodDisruptionBudgets) gives it room together "
-                "with the pods the plan puts before it")
-    return f"the heuristic found no way to give it room within the moves left (at most {max_moves} in all)"
