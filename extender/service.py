@@ -29,6 +29,7 @@ import orjson
 from extender import annotations as A, wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
+from extender.defrag.facts import controller_key, facts_of
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.podinfo import labels_of, priority_and_start
 from extender.nodelists import NodeLists
@@ -41,6 +42,7 @@ from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
                             request_fields)
 from policy.shapes import ShapeMix
+from policy.defrag.movable import DEFRAG_ANNOTATION
 from policy.victims import Resident, keep_proposal, select
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
@@ -66,13 +68,16 @@ class Seen:
         annotations = meta.get("annotations")
         if isinstance(annotations, dict) and (ours := {k: annotations[k] for k in A.ALL_KEYS if k in annotations}):
             kept_meta["annotations"] = ours  # bind clears those its allocation does not set
+        if isinstance(annotations, dict) and DEFRAG_ANNOTATION in annotations:  # defragmentation's opt-out
+            kept_meta.setdefault("annotations", {})[DEFRAG_ANNOTATION] = annotations[DEFRAG_ANNOTATION]
         self.pod = {"metadata": kept_meta, "spec": kept_spec}
         self.version = meta.get("resourceVersion")
         self.request = request
 
 
-_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
-_KEPT_SPEC = ("containers", "initContainers", "overhead", "priority")
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels", "ownerReferences")
+# priority for preemption; nodeSelector, affinity and tolerations: where defragmentation may move the pod
+_KEPT_SPEC = ("containers", "initContainers", "overhead", "priority", "nodeSelector", "affinity", "tolerations")
 _CONTAINER_LISTS = ("containers", "initContainers")  # kept as name and resources only (no env, no command)
 MAX_FIELDS_KEY = 64 * 1024  # bytes: a pod whose parsed fields are larger is parsed, not remembered by them
 _UNKNOWN = object()
@@ -179,6 +184,10 @@ class Extender:
             return host_request(*host_requests(pod))
         return request if isinstance(request, GPURequest) else None
 
+    def _owner(self, pod: dict) -> str | None:
+        """The pod's controller while defragmentation holds room (its replacement may be this pod)."""
+        return controller_key(pod) if self.ledger.defrag_holds else None
+
     # -- filter ----------------------------------------------------------------
     def _rows(self, args: wire.ExtenderArgs):
         """``(rows, layout)`` of the request's node names; WireError for non-names."""
@@ -209,7 +218,8 @@ class Extender:
             codes, key = np.zeros(len(rows), dtype=np.int8), None
         else:
             codes, key = self.ledger.check_rows(request, rows), request.fit_key
-            held = self.ledger.hold_back(request, rows, codes, priority_and_start(args.pod)[0], _uid(args.pod))
+            held = self.ledger.hold_back(request, rows, codes, priority_and_start(args.pod)[0], _uid(args.pod),
+                                         owner=self._owner(args.pod))
             if held is not codes:  # nodes hold room for a preemptor: this reply is not the fit's alone
                 codes, key = held, None
         self.outcomes.filtered(codes)
@@ -231,7 +241,8 @@ class Extender:
         if request is None or not self.ready():
             return self.replies.prioritize(args, rows, layout, None)
         evaluation = self.ledger.evaluate_rows(request, rows)
-        held = self.ledger.hold_back(request, rows, evaluation, priority_and_start(args.pod)[0], _uid(args.pod))
+        held = self.ledger.hold_back(request, rows, evaluation, priority_and_start(args.pod)[0], _uid(args.pod),
+                                     owner=self._owner(args.pod))
         return self.replies.prioritize(args, rows, layout, held, request.placement_key if held is evaluation else None)
 
     # -- bind ------------------------------------------------------------------
@@ -334,8 +345,10 @@ class Extender:
         if request is not None:
             try:
                 priority, start = priority_and_start(pod)
-                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock(), priority, start)
+                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock(), priority, start,
+                                                          owner=controller_key(pod))
                 allocation.labels = labels_of(pod)
+                allocation.facts = facts_of(pod)
             except BindRejected as exc:
                 return "refused", str(exc)
         try:
