@@ -30,6 +30,7 @@ from extender import annotations as A, wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
 from extender.defrag.facts import controller_key, facts_of
+from extender.defrag.inputs import Defragged, defrag_of
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.podinfo import labels_of, priority_and_start
 from extender.nodelists import NodeLists
@@ -42,6 +43,7 @@ from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
                             request_fields)
 from policy.shapes import ShapeMix
+from policy.defrag import DEFAULT_MAX_MOVES
 from policy.defrag.movable import DEFRAG_ANNOTATION
 from policy.victims import Resident, keep_proposal, select
 
@@ -117,8 +119,10 @@ class Extender:
                  score_all_pods: bool = False, planning: PlanSettings | None = None):
         self.score_all_pods = score_all_pods
         self.planning = planning or PlanSettings()
-        self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy))
+        self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy, self.budgets))
         self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
+        self.defrag_max_moves = DEFAULT_MAX_MOVES  # GET defrag's plan size unless asked otherwise
+        self.defragger = None  # extender.defrag.executor.Executor, with --defrag-execute
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
@@ -286,7 +290,7 @@ class Extender:
                     result[node] = (proposed, counted)
                 continue
             if budgets is None:
-                budgets = self.cluster.disruption_budgets() if hasattr(self.cluster, "disruption_budgets") else []
+                budgets = self.budgets()
             by_uid = {a.pod.uid: a for a in allocations}
             disrupts = dict(zip(by_uid, violations([(a.pod.namespace, a.labels) for a in allocations], budgets)))
             residents = [Resident(r.uid, r.priority, r.start, r.memory, r.core, r.wants_core, disrupts[r.uid])
@@ -389,7 +393,17 @@ class Extender:
             pod=str(ref), uid=ref.uid, node=existing.node))
         return "", ""
 
-    # -- autoscaling plan ------------------------------------------------------
+    # -- autoscaling and defragmentation plans ----------------------------------
+    def budgets(self) -> list:
+        """The cluster's PodDisruptionBudgets ([] for a backend that has none)."""
+        read = getattr(self.cluster, "disruption_budgets", None)
+        return read() if read is not None else []
+
+    def defrag(self, max_moves: int | None = None) -> Defragged:
+        """The fewest moves that give pending pods room (extender.defrag.inputs)."""
+        return defrag_of(self.ledger, self.planning, self.budgets(),
+                         self.defrag_max_moves if max_moves is None else max_moves)
+
     def plan(self) -> Planned:
         """Where the pending shared-GPU pods can go: existing room or new pool nodes (extender.planning)."""
         return self.plans.fresh()

@@ -2,7 +2,7 @@
 
 :func:`facts_of` reduces a v1 Pod to a :class:`PodFacts`: why it may not move
 (:func:`policy.defrag.movable.why_immovable`: no controller, ``kube-system``,
-opted out, DaemonSet), its controller (``namespace/uid`` of the owner with
+opted out, DaemonSet; or being deleted already), its controller (``namespace/uid`` of the owner with
 ``controller: true``: a replacement is a pod of the same controller), and the
 scheduling constraints its replacement will carry (``nodeSelector``, the
 required node affinity terms, tolerations), kept as the API gives them.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from policy.defrag.movable import controller_of, why_immovable
 
 KEPT = 10_000
+BEING_DELETED = "being deleted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,8 @@ def facts_of(pod: dict) -> PodFacts:
                        .get("requiredDuringSchedulingIgnoredDuringExecution"))
     selector = _object(spec.get("nodeSelector"))
     facts = PodFacts(
-        why_not=why_immovable(namespace, meta.get("ownerReferences"), meta.get("annotations")),
+        why_not=BEING_DELETED if meta.get("deletionTimestamp") else
+        why_immovable(namespace, meta.get("ownerReferences"), meta.get("annotations")),
         controller=f"{namespace}/{uid}" if isinstance(uid, str) and uid else None,
         node_selector=tuple(sorted((k, v) for k, v in selector.items() if isinstance(k, str) and isinstance(v, str))),
         node_affinity=json.dumps([t for t in _list(affinity.get("nodeSelectorTerms")) if isinstance(t, dict)],
