@@ -5,7 +5,7 @@ clock, no global state. The public API (stable; other code builds on it)::
 
     from policy.defrag import plan, Resident, Waiting, Limits, DEFAULT_MAX_MOVES
 
-    result = plan(state, residents, pending, max_moves=5, budgets={"ns/pdb": 1}, limits=Limits())
+    result = plan(state, residents, pending, max_moves=5, budgets={"ns/pdb": 1}, limits=Limits(), explain=True)
     result.moves             # (Move, ...) in order: pod, from_node/from_row/from_gpus, to_node/to_row/gpus,
                              #   serves (the pending pod it is for), priority
     result.unblocks          # ("ns/name", ...) pending pods that get room only through the moves
@@ -32,7 +32,9 @@ Inputs:
 * ``max_moves`` — most moves in the plan;
 * ``budgets`` — PodDisruptionBudget key → ``status.disruptionsAllowed``;
   each move uses one of every budget selecting the moved pod, counted
-  across the whole plan.
+  across the whole plan;
+* ``explain`` — False skips working out why each pod left out gets no room
+  (its reason then only says so): for callers that read the moves alone.
 
 The rules. A move evicts one resident and places its replacement on named
 GPUs of a named node; a pod moves at most once, never back onto exactly the

@@ -28,7 +28,7 @@ def bound_text(limits: Limits) -> str:
 
 
 def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_MOVES, *,
-         budgets: dict | None = None, limits: Limits = Limits()) -> DefragPlan:
+         budgets: dict | None = None, limits: Limits = Limits(), explain: bool = True) -> DefragPlan:
     """The fewest moves that let the ``pending`` pods fit (see :mod:`policy.defrag`)."""
     allowances = dict(budgets or {})
     max_moves = max(int(max_moves), 0)
@@ -76,6 +76,8 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
                 else "gets room freed by the moves"
         elif w.key in placements:
             why[w.key] = "fits without moves"
+        elif not explain:
+            why[w.key] = "no room within the plan (not explained: explain=False)"
         else:
             relaxed = relaxed or Relaxed(state, known)
             why[w.key] = why_not(relaxed, w, allowances, max_moves, reasons["search"], cache)
