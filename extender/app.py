@@ -65,6 +65,8 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     cluster.start(ledger)
     if config.scale_up_placeholders:
         start_placeholders(config, extender)
+    if config.defrag_execute:
+        start_defrag(config, extender)
     get_logger().info("extender started", extra=fields(
         cluster=getattr(cluster, "kind", "unknown"), source=getattr(cluster, "source", None),
         scoring=config.scoring, prefix=config.normalised_prefix(), nodes=len(ledger.state.specs),
@@ -95,6 +97,22 @@ def start_placeholders(config: Config, extender: Extender) -> None:
     extender.placeholders = Placeholders(cluster, extender, settings)
     cluster.on_stop(extender.placeholders.stop)
     extender.placeholders.start()
+
+
+def start_defrag(config: Config, extender: Extender) -> None:
+    """Make the defragmentation plan's moves (opt-in; Kubernetes backend only: it evicts)."""
+    from extender.defrag.executor import DefragSettings, Executor
+
+    cluster = extender.cluster
+    if getattr(cluster, "kind", None) != "kubernetes":
+        get_logger().warning("--defrag-execute needs the Kubernetes backend; nothing is moved",
+                             extra=fields(cluster=getattr(cluster, "kind", "unknown")))
+        return
+    settings = DefragSettings(max_moves=config.defrag_max_moves, moves_per_hour=config.defrag_moves_per_hour,
+                              interval=config.defrag_interval, hold_seconds=config.defrag_hold_seconds)
+    extender.defragger = Executor(cluster, extender, settings)
+    cluster.on_stop(extender.defragger.stop)
+    extender.defragger.start()
 
 
 def create_app(config: Config | None = None, *, cluster=None, extender: Extender | None = None) -> Flask:

@@ -9,15 +9,18 @@ When the executor (:mod:`extender.defrag.executor`) evicts a pod, it holds:
   refused with :data:`~policy.reasons.HELD_ELSEWHERE`, and on its node it is
   given the planned GPUs when they fit (else the node's usual choice);
 * for each **pending pod** the plan lets in (``uid``) the room the plan puts
-  it in, which the moves are freeing.
+  it in, which the moves are freeing; on that node it is given the planned
+  GPUs when they fit (it may go to any node it fits).
 
-Every other pod of the hold's priority or lower sees the held GPUs as taken
-(:func:`hold_back`, as :mod:`extender.nominations` does for preemptors; a
-pod of higher priority is not held back, as in kube-scheduler). The holds of
-one plan (``campaign``) do not hold back each other's pods: the plan placed
-them together. A held GPU may be counted past its capacity while the moves
-are still under way; it then takes nothing. Every bind still goes through the
-ledger's re-check, so nothing is ever allocated past a GPU's capacity.
+Every pod but a hold's own, of the hold's priority or lower, sees the held
+GPUs as taken (:meth:`DefragHolds.hold_back`, as :mod:`extender.nominations`
+does for preemptors; a pod of higher priority is not held back, as in
+kube-scheduler) — the pods of one plan too, so a replacement never takes the
+room the pending pod waits for. A held GPU may be counted past its capacity
+while the moves are still under way; it then takes nothing. Every bind still
+goes through the ledger's re-check, so nothing is ever allocated past a GPU's
+capacity. ``campaign`` names the plan round a hold belongs to (the executor
+drops a round's holds together).
 
 A hold ends when its pod binds (:meth:`DefragHolds.bound`), when the
 executor drops it, or when it expires (``expires``, on the holds' clock):
@@ -63,7 +66,7 @@ class DefragHolds:
     """The holds in force (see module doc); thread-safe."""
 
     def __init__(self, clock=time.monotonic):
-        self._clock = clock
+        self.clock = clock  # what ``Hold.expires`` is measured on
         self._lock = threading.Lock()
         self._holds: tuple = ()
 
@@ -84,7 +87,7 @@ class DefragHolds:
 
     def expire(self) -> list:
         """Drop the holds past their time; the dropped ones."""
-        now = self._clock()
+        now = self.clock()
         return self.drop(lambda h: h.expires > now)
 
     def current(self) -> tuple:
@@ -92,7 +95,7 @@ class DefragHolds:
         holds = self._holds
         if not holds:
             return ()
-        now = self._clock()
+        now = self.clock()
         return tuple(h for h in holds if h.expires > now)
 
     def bound(self, uid: str, owner: str | None, node: str) -> None:
@@ -103,24 +106,24 @@ class DefragHolds:
     def hold_back(self, state, strategy, request: GPURequest, rows: np.ndarray, result, priority: int,
                   uid: str | None, owner: str | None, score: bool, base_row):
         """``result`` (an :class:`Evaluation`, or filter's reason codes) for a pod, with the nodes
-        that hold room it must leave alone evaluated again with that room taken, and, for a
-        replacement, every node but its own refused and its planned GPUs given. ``base_row(row)``:
-        the node's one-row view to start from (with preemptors' room held). ``result`` itself
-        when no hold concerns the nodes asked about."""
+        that hold room it must leave alone evaluated again with that room taken; on the node of
+        its own hold, its planned GPUs when they fit; for a replacement, every other node refused.
+        ``base_row(row)``: the node's one-row view to start from (preemptors' room held).
+        ``result`` itself when no hold concerns the nodes asked about."""
         holds = self.current()
         if not holds:
             return result
         own = next((h for h in holds if h.belongs_to(uid, owner)), None)
         by_row: dict = {}
         for h in holds:
-            if h is own or (own is not None and h.campaign == own.campaign) or h.priority < priority:
-                continue
-            row = state.index.get(h.node, -1)
-            if row >= 0:
-                by_row.setdefault(row, []).append(h)
-        own_row = state.index.get(own.node, -1) if own is not None and own.owner is not None else -1
-        own_row = own_row if own_row >= 0 else None  # a replacement is steered only to a node that is known
-        positions = [i for i, row in enumerate(rows.tolist()) if row in by_row or (own_row is not None and row >= 0)]
+            if h is not own and h.priority >= priority:  # a pod of higher priority is not held back
+                row = state.index.get(h.node, -1)
+                if row >= 0:
+                    by_row.setdefault(row, []).append(h)
+        own_row = state.index.get(own.node, -1) if own is not None else -1
+        steer = own is not None and own.owner is not None and own_row >= 0  # a replacement: its node only
+        positions = [i for i, row in enumerate(rows.tolist()) if row in by_row or (row == own_row >= 0)
+                     or (steer and row >= 0)]
         if not positions:
             return result
         codes_only = isinstance(result, np.ndarray)
@@ -129,7 +132,7 @@ class DefragHolds:
             gpus, raw = result.gpus.copy(), result.raw.copy()
         for i in positions:
             row = int(rows[i])
-            if own_row is not None and row != own_row:
+            if steer and row != own_row:
                 reason[i] = R.HELD_ELSEWHERE
                 if not codes_only:
                     gpus[i], raw[i] = -1, -np.inf
@@ -137,10 +140,9 @@ class DefragHolds:
             view = held_at(base_row(row), [(h.request, h.gpus) for h in by_row.get(row, ())])
             again = evaluate(view, request, strategy, score=score and not codes_only)
             chosen = again.gpus[0]
-            if own_row == row and again.reason[0] == R.FITS and len(own.gpus) == request.gpu_count:
-                fit = gpu_fit(view, request)[0]
-                if fit[0, list(own.gpus)].all():
-                    chosen = np.array(sorted(own.gpus), dtype=np.int64)
+            if row == own_row and again.reason[0] == R.FITS and len(own.gpus) == request.gpu_count \
+                    and gpu_fit(view, request)[0][0, list(own.gpus)].all():
+                chosen = np.array(sorted(own.gpus), dtype=np.int64)  # where the plan put it
             reason[i] = again.reason[0]
             if not codes_only:
                 gpus[i], raw[i] = chosen, again.raw[0]

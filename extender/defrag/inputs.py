@@ -48,6 +48,7 @@ class Defragged:
 
     plan: DefragPlan
     allocations: dict = field(default_factory=dict)  # "ns/name" → the ledger's Allocation
+    residents: dict = field(default_factory=dict)  # "ns/name" → the planner's Resident (its replacement's request)
     pending: dict = field(default_factory=dict)  # "ns/name" → the PendingPod
     cpu_seconds: float = 0.0
 
@@ -96,7 +97,8 @@ def defrag_of(ledger, settings, budgets: list, max_moves: int = DEFAULT_MAX_MOVE
     waiting = [Waiting(p.ref, p.request, p.priority, mask(p.node_selector, p.node_affinity, p.tolerations))
                for p in pending]
     result = plan(state, residents, waiting, max_moves, budgets=allowances(budgets), limits=limits, explain=explain)
-    return Defragged(result, allocations, {p.ref: p for p in pending}, time.thread_time() - started)
+    return Defragged(result, allocations, {r.key: r for r in residents}, {p.ref: p for p in pending},
+                     time.thread_time() - started)
 
 
 def defrag_json(defragged: Defragged) -> dict:
