@@ -18,8 +18,10 @@ Contract:
   need new nodes; ``defragCouldPlace`` the pods of ``pools`` or
   ``unplaceable`` that moving other pods (:mod:`extender.defrag.inputs`, at
   most its default moves, within the PodDisruptionBudgets of ``budgets()``)
-  would give room on an existing node — a statement only: ``nodesNeeded``
-  does not count on it, as nothing moves unless defragmentation runs;
+  would give room on an existing node, of the first 64 pending pods by
+  priority then age (computed only when some pod may move) — a statement
+  only: ``nodesNeeded`` does not count on it, as nothing moves unless
+  defragmentation runs;
 * :meth:`Planned.beyond_autoscaler` is what placeholders ask for: the new
   nodes a pool needs less those cluster-autoscaler adds by itself for the
   pods it sees unschedulable (:mod:`policy.totals`);
@@ -34,12 +36,14 @@ import time
 from dataclasses import dataclass, field
 
 from extender.defrag.inputs import defrag_of
+from policy.defrag import Limits
 from policy.planner import Plan, plan
 from policy.pools import DEFAULT_POOL_LABELS, pools_of
 from policy.scoring import make_strategy
 from policy.totals import own_scale_up
 
 DEFAULT_SCHEDULER_NAMES = ("default-scheduler",)
+COULD_PLACE_LIMITS = Limits(pending=64)  # defragCouldPlace weighs the first 64 pending pods (priority, then age)
 DEFAULT_PLACEHOLDER_NAMESPACE = "cgpu-placeholders"
 
 
@@ -92,10 +96,12 @@ def plan_of(ledger, settings: PlanSettings, strategy=None, budgets=None) -> Plan
     result = plan(state, nodes, pools, pending, strategy)
     adds = own_scale_up(state, nodes, pools, pending, result) if result.pools else {}
     could = ()
-    if result.pools or result.unplaceable:
+    if (result.pools or result.unplaceable) and any(a.facts is not None and not a.facts.why_not
+                                                      for a in ledger.allocations()):
         waiting = {p.pod for pool in result.pools.values() for p in pool.placements} | \
             {ref for ref, _ in result.unplaceable}
-        moved = defrag_of(ledger, settings, budgets() if budgets is not None else [], explain=False)
+        moved = defrag_of(ledger, settings, budgets() if budgets is not None else [], limits=COULD_PLACE_LIMITS,
+                          explain=False)
         could = tuple(sorted(waiting & set(moved.plan.unblocks)))
     return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started, adds, others, could)
 

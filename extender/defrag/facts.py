@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import threading
+
+import orjson
 from dataclasses import dataclass
 
 from policy.defrag.movable import controller_of, why_immovable
@@ -51,6 +53,15 @@ def _list(value) -> list:
     return value if isinstance(value, list) else []
 
 
+def _json(items: list) -> str:
+    if not items:
+        return "[]"
+    try:
+        return orjson.dumps(items, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # not JSON as it stands (not from the API server): kept as text
+        return json.dumps(items, sort_keys=True, default=str)
+
+
 _shared: dict = {}
 _lock = threading.Lock()
 
@@ -69,10 +80,8 @@ def facts_of(pod: dict) -> PodFacts:
         why_immovable(namespace, meta.get("ownerReferences"), meta.get("annotations")),
         controller=f"{namespace}/{uid}" if isinstance(uid, str) and uid else None,
         node_selector=tuple(sorted((k, v) for k, v in selector.items() if isinstance(k, str) and isinstance(v, str))),
-        node_affinity=json.dumps([t for t in _list(affinity.get("nodeSelectorTerms")) if isinstance(t, dict)],
-                                 sort_keys=True, default=str),
-        tolerations=json.dumps([t for t in _list(spec.get("tolerations")) if isinstance(t, dict)], sort_keys=True,
-                               default=str))
+        node_affinity=_json([t for t in _list(affinity.get("nodeSelectorTerms")) if isinstance(t, dict)]),
+        tolerations=_json([t for t in _list(spec.get("tolerations")) if isinstance(t, dict)]))
     with _lock:
         if len(_shared) >= KEPT:
             _shared.clear()

@@ -56,11 +56,16 @@ kept pods that the same rule with no moves would not keep.
 
 The bound (also in ``reasons["bound"]``, with the figures in force):
 
-* **exact** when at most ``Limits.exact_movers`` (16) pods could move and
-  the search ends within ``Limits.exact_steps`` (20,000) steps: for the kept
-  set, no plan with fewer moves exists (:mod:`policy.defrag.exact` says why
-  its pruning loses none). Then every move has a priority no higher than
-  every pod in ``unblocks``, and ``serves`` names the last of them;
+* **exact** when at most ``Limits.exact_movers`` (16) pods could move,
+  ``Limits.exact_pending`` (8) pods wait, the cluster has at most
+  ``Limits.exact_nodes`` (64) nodes, and the search ends within
+  ``Limits.exact_steps`` (5,000) steps (a step: a set of pods, a joint
+  placement or a place tried, a pod's places listed; on the 2-core test VM
+  a bound that ends the search within about a second): for the kept set, no
+  plan with fewer moves exists (:mod:`policy.defrag.exact` says why its
+  pruning loses none). Then every move has a priority no higher than every
+  pod in ``unblocks``, and ``serves`` names the last of them. When no pod
+  may move at all, the plan is no move, and exact too;
 * **heuristic** beyond: pods in order, each given room on one node by
   evicting few pods from it, those placed directly elsewhere, no chains;
   per pending pod at most ``Limits.candidate_nodes`` (8) nodes simulated out

@@ -101,7 +101,9 @@ class DefragPlan:
 class Limits:
     """Bounds of the search (see :mod:`policy.defrag` for what each buys)."""
 
-    exact_movers: int = 16  # exact search only when at most this many pods could move
-    exact_steps: int = 20_000  # ... and when it finishes within this many search steps
+    exact_movers: int = 16  # exact search only when at most this many pods could move,
+    exact_pending: int = 8  # ... at most this many pending pods are considered,
+    exact_nodes: int = 64  # ... the cluster has at most this many nodes (a step's cost grows with them),
+    exact_steps: int = 5_000  # ... and when it finishes within this many search steps
     candidate_nodes: int = 8  # heuristic: nodes tried per pending pod (the cheapest by eviction estimate)
     pending: int = 256  # pending pods a plan considers (in its order); the rest wait for the next plan

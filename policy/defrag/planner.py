@@ -21,7 +21,8 @@ INTERNAL = "internal check failed: the plan was dropped (please report it)"
 
 
 def bound_text(limits: Limits) -> str:
-    return (f"exact (fewest moves proven) when at most {limits.exact_movers} pods could move and the search "
+    return (f"exact (fewest moves proven) when at most {limits.exact_movers} pods could move, "
+            f"{limits.exact_pending} pods wait, the cluster has at most {limits.exact_nodes} nodes and the search "
             f"ends within {limits.exact_steps} steps; beyond that a heuristic: per pending pod the "
             f"{limits.candidate_nodes} nodes needing fewest evictions, the evicted pods placed directly "
             f"(no chains); at most {limits.pending} pending pods per plan")
@@ -49,7 +50,13 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
     board = Board(state)
     before = board.idle_gpus()
     outcome = None
-    if len(movers) <= limits.exact_movers:
+    too_big = [f"{n} {what} (exact search: at most {most})" for n, what, most in (
+        (len(movers), "pods could move", limits.exact_movers), (len(considered), "pods wait", limits.exact_pending),
+        (len(state.specs), "nodes", limits.exact_nodes)) if n > most]
+    if not movers:  # no pod may move: no move is the only plan, and the fewest
+        outcome = _heuristic(board, considered, movers, max_moves, allowances, limits)
+        reasons["search"] = "exact"
+    elif not too_big:
         try:
             outcome = _exact(board, considered, movers, max_moves, allowances, Steps(limits.exact_steps))
             reasons["search"] = "exact"
@@ -57,7 +64,7 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
             board = Board(state)
             reasons["exactAbandoned"] = f"the exact search passed {limits.exact_steps} steps"
     else:
-        reasons["exactAbandoned"] = f"{len(movers)} pods could move (exact search: at most {limits.exact_movers})"
+        reasons["exactAbandoned"] = "; ".join(too_big)
     if outcome is None:
         outcome = _heuristic(board, considered, movers, max_moves, allowances, limits)
         reasons["search"] = "heuristic"
@@ -124,15 +131,22 @@ def _exact(board: Board, ordered: list, movers: list, max_moves: int, allowances
             {w.key: _placement(board, row, gpus) for w, (row, gpus) in zip(kept, spots)}, set(unblocks))
 
 
+def _placed_alone(board: Board, ordered: list) -> dict:
+    """Each pod in order where it fits now (the extender's choice), its room counted: key → (row, gpus)."""
+    placed = {}
+    for w in ordered:
+        spot = board.best(w.request, w.allowed)
+        if spot is not None:
+            board.place(w.request, *spot)
+            placed[w.key] = spot
+    return placed
+
+
 def _heuristic(board: Board, ordered: list, movers: list, max_moves: int, allowances: dict, limits: Limits):
     """Pods in order on one board: placed where they fit, else given room by :func:`greedy.unblock`."""
-    plain = set()
-    alone = Board(board.state)
-    for w in ordered:
-        spot = alone.best(w.request, w.allowed)
-        if spot is not None:
-            alone.place(w.request, *spot)
-            plain.add(w.key)
+    if not movers or max_moves == 0:
+        return [], {k: _placement(board, *spot) for k, spot in _placed_alone(board, ordered).items()}, set()
+    plain = set(_placed_alone(Board(board.state), ordered))
     moves, placements, unblocks, used = [], {}, set(), Counter()
     moved: set = set()
     failed: dict = {}  # (request, allowed, priority) → (moves, placements) made when no room could be made
@@ -148,8 +162,8 @@ def _heuristic(board: Board, ordered: list, movers: list, max_moves: int, allowa
                 unblocks.add(w.key)
             continue
         key = (w.request.fit_key, id(w.allowed), w.priority)
-        if failed.get(key) == (len(moves), len(placements)):
-            continue  # an alike pod found no room, and nothing was placed since
+        if failed.get(key) == (len(moves), len(placements)) or len(moves) == max_moves:
+            continue  # an alike pod found no room, and nothing was placed since; or no move is left
         found = greedy.unblock(board, w, lambda row: [r for r in by_row.get(row, ()) if r.key not in moved and
                                                      r.priority <= w.priority],  # noqa: B023 - used at once
                                max_moves - len(moves), allowances, used, limits.candidate_nodes)
