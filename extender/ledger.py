@@ -21,7 +21,11 @@ records behind its usage arrays. Its contract:
   (:mod:`extender.pending`) until it is bound, reserved, finished or deleted;
 * every pod bound to a node (shared-GPU or not, until it finishes or is
   deleted) has its CPU and host-memory requests counted on that node, for
-  strategies that weigh them; :meth:`Ledger.reserve` counts them at once.
+  strategies that weigh them; :meth:`Ledger.reserve` counts them at once;
+* :meth:`Ledger.hold_back` (filter, prioritize, bind) applies the room held
+  for preemptors (:mod:`extender.nominations`) and for defragmentation moves
+  (``defrag_holds``, :mod:`extender.defrag.holds`); each allocation keeps
+  what defragmentation reads of its pod (``facts``, :mod:`extender.defrag.facts`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def render(reply: dict) -> str:
     head = str(reasons.get("summary") or "")
     if moves:
         head += f"; {freed} whole GPU{'s' if freed != 1 else ''} freed"
-    lines = [f"{head} ({reasons.get('search', '?')} search, at most {reasons.get('maxMoves', '?')} moves)"]
+    search = reasons.get("search")
+    lines = [head if search in (None, "none") else f"{head} ({search} search, at most {reasons.get('maxMoves')} moves)"]
     if moves:
         lines += [""] + align([["MOVE", "POD", "FROM", "TO", "GPUS"]] + [
             [str(i), m["pod"], m["from"], m["to"], _gpus(m["gpus"])] for i, m in enumerate(moves, 1)])
