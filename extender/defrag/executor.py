@@ -13,7 +13,9 @@ only — it needs the Eviction API):
   3. nor when ``moves_per_hour`` evictions were attempted in the last hour;
   4. a fresh plan (:mod:`extender.defrag.inputs`, the PodDisruptionBudgets
      read from the API server) of at most ``max_moves`` moves and no more
-     than the hour has left; without moves, the pending pods' holds go;
+     than the hour has left; the pods held for before keep their room until
+     they bind or their hold's time is up (where the plan now puts them, if
+     it places them);
   5. its first move: the replacement's GPUs are held for the evicted pod's
      controller and the room of every pod the plan lets in for that pod
      (:mod:`extender.defrag.holds`, ``hold_seconds`` at most, replacing the
@@ -133,9 +135,29 @@ class Executor:
                               min(self.settings.max_moves, left), explain=False)
         self.stats.last = defragged
         if not defragged.plan.moves:
-            holds.drop(lambda h: h.uid is None)
+            self._hold_pending(defragged, None, None)
             return "no move helps"
         return self._move(defragged, now)
+
+    def _hold_pending(self, defragged: Defragged, campaign: str | None, expires: float | None) -> None:
+        """Hold the room of each pod the plan lets in, where the plan puts it (until ``expires``); the
+        pods held for before that still wait keep theirs until their own time — where the plan now
+        puts them, or where it was if the plan places them nowhere (the room was freed for them: no
+        other pod may take it before they bind)."""
+        holds, plan = self.extender.ledger.defrag_holds, defragged.plan
+        before = {h.uid: h for h in holds.current() if h.uid is not None}
+        new = {}
+        for key, spot in plan.placements.items():
+            p = defragged.pending[key]
+            if key in plan.unblocks and campaign is not None:
+                new[p.uid] = Hold(spot.node, spot.gpus, p.request, p.priority, campaign, expires, uid=p.uid)
+            elif p.uid in before:
+                old = before[p.uid]
+                new[p.uid] = Hold(spot.node, spot.gpus, p.request, p.priority, old.campaign, old.expires, uid=p.uid)
+        for uid, old in before.items():
+            new.setdefault(uid, old)
+        holds.drop(lambda h: h.uid is None)
+        holds.add(new.values())
 
     def _move(self, defragged: Defragged, now: float) -> str:
         plan, holds = defragged.plan, self.extender.ledger.defrag_holds
@@ -148,11 +170,9 @@ class Executor:
         campaign = secrets.token_hex(4)
         expires = now + self.settings.hold_seconds
         placements = [(defragged.pending[key], plan.placements[key]) for key in plan.unblocks]
-        holds.drop(lambda h: h.uid is None)
+        self._hold_pending(defragged, campaign, expires)
         holds.add([Hold(move.to_node, move.gpus, resident.request, allocation.priority, campaign, expires,
-                        owner=controller, evicted=allocation.pod.uid)] +
-                  [Hold(spot.node, spot.gpus, p.request, p.priority, campaign, expires, uid=p.uid)
-                   for p, spot in placements])
+                        owner=controller, evicted=allocation.pod.uid)])
         freed = self._alone_on(allocation)
         pod = allocation.pod
         meta = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}

@@ -70,7 +70,9 @@ def defrag_of(ledger, settings, budgets: list, max_moves: int = DEFAULT_MAX_MOVE
     served = set(settings.scheduler_names)
     pending = [p for p in ledger.pending.all() if p.namespace != settings.placeholder_namespace
                and p.scheduler_name in served and isinstance(p.request, GPURequest) and p.request.gpu_count > 0]
-    state = ledger.snapshot(settings.placeholder_namespace)
+    with ledger.state.lock:  # the records and the arrays change together under it: the copy and they agree
+        state = ledger.snapshot(settings.placeholder_namespace)
+        records = ledger.allocations()
     nodes = {n["metadata"]["name"]: n for n in ledger.node_objects()}
     table = NodeTable.of(list(state.names), nodes)
     masks: dict = {}
@@ -82,7 +84,7 @@ def defrag_of(ledger, settings, budgets: list, max_moves: int = DEFAULT_MAX_MOVE
         return masks[key]
 
     allocations, residents = {}, []
-    for a in ledger.allocations():
+    for a in records:
         if a.pod.namespace == settings.placeholder_namespace or a.node not in state.index:
             continue
         facts = a.facts

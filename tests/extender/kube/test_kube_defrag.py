@@ -72,6 +72,9 @@ def test_a_move_evicts_holds_and_steers_the_replacement_to_the_planned_gpu(kube,
                        what="the replacement bound")
     assert f'"{move.gpus[0]}":8' in bound["metadata"]["annotations"]["scheduler.framework.gpushare.allocation"]
 
+    # the room is free now and the plan needs no move: still held for "whole" until it binds
+    assert executor.round() == "no move helps"
+    assert filter_(extender, other, NODES)["NodeNames"] == []
     # the pending pod takes the room; nothing is over-allocated
     whole = kube.get("pods", "whole")
     assert filter_(extender, whole, NODES)["NodeNames"] == [spot.node]
