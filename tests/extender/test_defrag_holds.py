@@ -88,7 +88,8 @@ def test_held_room_is_kept_from_other_pods_of_that_priority_or_lower_but_not_hig
     # the evicted pod itself (same owner) is not the replacement: not steered, and held back
     old = owned(pod("web-old", mem=8))
     assert ask(extender, "filter", old)["NodeNames"] == NODES
-    assert bind(extender, old, "gpu-a") == "" and sorted(extender.ledger.allocation("uid-web-old").memory_per_gpu) == [0]
+    assert bind(extender, old, "gpu-a") == ""
+    assert sorted(extender.ledger.allocation("uid-web-old").memory_per_gpu) == [0]
 
 
 def test_holds_expire_and_then_steer_and_hold_nothing():

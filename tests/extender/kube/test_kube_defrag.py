@@ -88,7 +88,8 @@ def test_a_move_evicts_holds_and_steers_the_replacement_to_the_planned_gpu(kube,
     assert executor.round() == "no move helps" and not extender.ledger.defrag_holds
 
     text = Metrics(extender).render(None)[0].decode()
-    for line in ('cgpu_defrag_moves_total{result="evicted"} 1.0', 'cgpu_defrag_moves_total{result="blocked_by_budget"} 0.0',
+    for line in ('cgpu_defrag_moves_total{result="evicted"} 1.0',
+                 'cgpu_defrag_moves_total{result="blocked_by_budget"} 0.0',
                  "cgpu_defrag_gpus_freed_total 1.0", 'cgpu_defrag_holds{for="replacement"} 0.0',
                  "cgpu_defrag_plan_moves 0.0"):
         assert line in text.splitlines(), line
@@ -96,7 +97,8 @@ def test_a_move_evicts_holds_and_steers_the_replacement_to_the_planned_gpu(kube,
 
 def test_the_api_servers_budget_refusal_is_counted_and_the_holds_dropped(kube, started):
     extender, executor = start(started, kube, budget_allowed=0)
-    extender.budgets = lambda: [{**b, "status": {"disruptionsAllowed": 1}} for b in kube.objects("poddisruptionbudgets")]
+    extender.budgets = lambda: [{**b, "status": {"disruptionsAllowed": 1}}
+                                for b in kube.objects("poddisruptionbudgets")]
     outcome = executor.round()  # the plan thinks one disruption is allowed; the API server knows better
     assert outcome.endswith("was refused by its PodDisruptionBudget"), outcome
     assert executor.stats.blocked == 1 and executor.stats.evicted == 0 and not extender.ledger.defrag_holds
