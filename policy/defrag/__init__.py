@@ -21,7 +21,8 @@ Inputs:
 * ``state`` — a :class:`~policy.state.ClusterState` as the extender keeps
   it, every resident's share counted in it (the plan works on a copy);
 * ``residents`` — :class:`~policy.defrag.model.Resident` for each bound pod
-  holding GPU shares that the plan should know about; GPU use counted in
+  holding GPU shares that the plan should know about (keys unique; one on a
+  node the state does not know is ignored); GPU use counted in
   ``state`` but held by no resident (unaccounted pods, other holds) never
   moves. A resident names its node, the GiB and compute counted per GPU,
   its replacement's :class:`~policy.request.GPURequest`, its priority,

@@ -33,6 +33,7 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
     """The fewest moves that let the ``pending`` pods fit (see :mod:`policy.defrag`)."""
     allowances = dict(budgets or {})
     max_moves = max(int(max_moves), 0)
+    residents, pending = list(residents), list(pending)
     reasons: dict = {"maxMoves": max_moves, "bound": bound_text(limits)}
     known = [r for r in residents if r.node in state.index]
     order = sorted(range(len(pending)), key=lambda i: -pending[i].priority)  # stable: age order within a priority
