@@ -6,9 +6,9 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from extender.commands import inspect, plan, serve, simulate
+from extender.commands import defrag, inspect, plan, serve, simulate
 
-COMMANDS = (serve, inspect, plan, simulate)
+COMMANDS = (serve, inspect, plan, defrag, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:
