@@ -30,6 +30,10 @@ class ClusterError(Exception):
     ambiguous: bool = False  # the operation may have taken effect after all
 
 
+class NotLeading(ClusterError):
+    """Nothing was written: this replica does not hold the leader lease (extender.leadership)."""
+
+
 def make_cluster(config):
     """The backend ``config`` asks for: its cluster file, the Kubernetes API, or the demo."""
     if config.cluster_file:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from extender.leadership import ElectionSettings
 from policy.pools import DEFAULT_POOL_LABELS
 
 DEFAULT_PREFIX = "/cgpu-scheduler"
@@ -34,6 +35,7 @@ class Config:
     placeholder_image: str = "registry.k8s.io/pause:3.10"
     placeholder_interval: float = 10.0  # seconds between reconciles
     placeholders_per_pool: int = 10  # bound for a pool whose max size is not known
+    leader_election: ElectionSettings | None = None  # kube backend: only the Lease's holder answers the verbs
 
     def normalised_prefix(self) -> str:
         """``/a/b`` form: one leading slash, no trailing one ("" for the root)."""

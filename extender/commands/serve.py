@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from extender.commands.election_flags import FlagError, add_leader_election_arguments, election_settings
 from extender.commands.plan import add_planning_arguments
 from extender.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_PREFIX, Config
 from policy.pools import DEFAULT_POOL_LABELS
@@ -62,6 +63,7 @@ def register(subparsers) -> None:
                         help="also serve GET healthz, readyz and metrics (nothing else) in plain HTTP on this "
                              "port: for the kubelet's probes and Prometheus when --client-ca is set")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_leader_election_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -105,6 +107,15 @@ def run(args: argparse.Namespace) -> int:
     except TemplatesError as exc:
         print(f"cgpu-extender: {exc}", file=sys.stderr)
         return 2
+    try:
+        leader_election = election_settings(args)
+    except FlagError as exc:
+        print(f"cgpu-extender: {exc}", file=sys.stderr)
+        return 2
+    if leader_election is not None and (args.cluster or args.demo):
+        print(f"cgpu-extender: {'--leader-elect-follow' if leader_election.follow else '--leader-elect'} needs the "
+              f"Kubernetes backend, not {'--cluster' if args.cluster else '--demo'}", file=sys.stderr)
+        return 2
     if args.cluster:
         try:
             check(args.cluster)  # fail here, clearly, at start
@@ -122,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
             except connect.ConnectError as exc:
                 print(f"cgpu-extender: {exc}", file=sys.stderr)
                 return 2
+    if leader_election is not None and not kubernetes:
+        print("cgpu-extender: leader election needs the Kubernetes backend, and no Kubernetes configuration was "
+              "found (--kubeconfig, the pod's service account, $KUBECONFIG or ~/.kube/config)", file=sys.stderr)
+        return 2
     config = Config(prefix=args.prefix, cluster_file=args.cluster, kubernetes=kubernetes,
                     kubeconfig=args.kubeconfig, scoring=args.scoring, seed=args.seed,
                     score_all_pods=args.score_all_pods, log_level=args.log_level, pool_labels=pool_labels,
@@ -130,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
                     placeholder_namespace=args.placeholder_namespace,
                     placeholder_priority_class=args.placeholder_priority_class,
                     placeholder_image=args.placeholder_image, placeholder_interval=args.placeholder_interval,
-                    placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes)
+                    placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes,
+                    leader_election=leader_election)
     ExtenderServer(config, args.host, args.port, threads=args.threads, tls_cert=args.tls_cert,
                    tls_key=args.tls_key, client_ca=args.client_ca, probe_port=args.probe_port).run()
     return 0
