@@ -28,7 +28,12 @@
   (bind is idempotent). On a failed Binding the pod is read back: bound to
   that node after all means success (its annotations made this
   allocation's); otherwise nothing was written and :class:`ClusterError` is
-  raised. If the pod cannot be read back, the error is marked ``ambiguous``.
+  raised. If the pod cannot be read back, the error is marked ``ambiguous``;
+* with leader election (``fence``: an :class:`extender.leadership.Leadership`)
+  bind's writes are counted while they run and each is checked right before
+  it is sent: once the replica may not write, :class:`NotLeading` is raised
+  and nothing goes out. Only a serving replica sends the Warning events
+  (every replica's watch sees the same pods).
 """
 
 from __future__ import annotations
