@@ -15,7 +15,8 @@ and no filter, bind or healthz is answered for as long as they wait. Here:
   from its first byte, the body :data:`Limits.body_seconds`, an idle
   keep-alive connection :data:`Limits.idle_seconds` (kube-scheduler keeps its
   connections open and reuses them), a reply's write :data:`Limits.write_seconds`;
-  a connection past its deadline is closed;
+  a connection past its deadline is closed, and so is one whose reply's
+  handler set ``Connection: close``;
 * only complete requests reach the WSGI app (or a ``direct`` handler: bytes in,
   bytes out, for an exact method and path, skipping WSGI), in a pool of ``threads`` handler
   threads (binds run while a filter is being served, as before), so stalled
@@ -382,7 +383,8 @@ class _Connection(asyncio.Protocol):
         self._give()
         if self.transport.is_closing():
             return
-        keep_alive = request.keep_alive
+        keep_alive = request.keep_alive and not any(k.lower() == b"connection" and v.lower() == b"close"
+                                                    for k, v in headers)  # the handler's say
         self._write(status, headers, b"".join(chunks), head=request.method == b"HEAD", keep_alive=keep_alive)
         if self.writing_paused:
             self.keep_alive_after_write = keep_alive  # resume_writing goes on

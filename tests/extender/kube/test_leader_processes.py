@@ -2,6 +2,7 @@
 leader replaced, a SIGSTOPped leader that resumes and never binds, a SIGTERMed leader that releases
 its lease. Short durations: lease 1 s, renew deadline 600 ms, retry period 200 ms."""
 
+import http.client
 import json
 import os
 import signal
@@ -134,6 +135,14 @@ def test_one_replica_is_ready_and_a_killed_leader_is_replaced(cluster):
     assert standby.live() and not standby.ready()
     status, reply = standby.filter(pods[0])
     assert status == 503 and reply["Error"].startswith(f"this replica is a standby; the leader is {leader.name}_")
+    kept = http.client.HTTPConnection("127.0.0.1", int(standby.base.split(":")[2].split("/")[0]), timeout=10)
+    kept.request("POST", "/cgpu-scheduler/filter", json.dumps({"Pod": pods[0], "NodeNames": ["gpu-a"]}),
+                 {"Content-Type": "application/json"})
+    refused = kept.getresponse()
+    refused.read()
+    # kube-scheduler's kept connection is closed: its next request goes through the Service to the leader
+    assert refused.status == 503 and refused.getheader("Connection") == "close" and refused.will_close
+    kept.close()
     for p in pods[:3]:
         assert leader.filter(p)[1]["NodeNames"] == ["gpu-a"] and leader.bind(p) == (200, {"Error": ""})
     leader.process.kill()
