@@ -156,6 +156,8 @@ class Elector:
         self._won(lease, sent)
 
     def _campaign(self) -> None:
+        if self._stop.is_set():
+            return  # shutting down: never take the lease again (stop() may have just released it)
         try:
             lease = self.leases.get()
         except ClusterError as exc:
@@ -172,6 +174,8 @@ class Elector:
         if record_of(lease) != self._record:
             self._record, self._record_at = record_of(lease), now
         holder = holder_of(lease)
+        if self._stop.is_set():
+            return
         if holder != self.settings.identity:
             if self.leadership.holding():
                 self.leadership.lost("another replica holds the lease", leader=holder)
@@ -191,6 +195,8 @@ class Elector:
         self._lease = lease
         self._record, self._record_at = record_of(lease), self._clock()
         until = sent + self.settings.renew_deadline
+        if self._stop.is_set():
+            return  # a renewal that was on its way when stop() began: stop() releases what it wrote
         if self.leadership.holding():
             self.leadership.extend(until)
         else:
