@@ -145,8 +145,10 @@ class Reflector:
         must_list = True
         while not self._stop.is_set():
             try:
-                if must_list or self._relist.is_set():
+                if self._relist.is_set():
                     self._relist.clear()
+                    must_list = True  # kept until a list completes: a failed one is retried
+                if must_list:
                     self._list()
                     must_list = False
                     delays = self.backoff.delays()
