@@ -326,7 +326,12 @@ class KubernetesCluster:
             # attempt's): the pod must carry this allocation, not that attempt's
             if not annotations or _ours((current.get("metadata") or {}).get("annotations") or {}) == _ours(annotations):
                 return  # nothing new to say: the pod is where, and as, this bind wants it
-            self._patch_annotations(namespace, name, uid, _ours(annotations), gate)
+            try:
+                self._patch_annotations(namespace, name, uid, _ours(annotations), gate)
+            except NotLeading as exc:  # the pod is bound (keep its reservation), only not as this bind says
+                unsure = ClusterError(f"the pod is bound to {node} but its annotations were not corrected: {exc}")
+                unsure.ambiguous = True
+                raise unsure from None
         if annotations:
             self._event(ALLOCATED, meta, node, annotations)
 

@@ -84,15 +84,17 @@ class CatchUp:
             if not self._current(term):
                 return False
             self._stop.wait(self.poll)
-        target = None
+        target, failures = None, 0
         while target is None:
             if not self._current(term):
                 return False
             try:
                 target = self.cluster.resource_version_now()
             except ClusterError as exc:
-                self.log.warning("catch-up: cannot read the current resourceVersion; retrying",
-                                 extra=fields(term=term, error=str(exc)))
+                failures += 1
+                if failures == 1:  # once per term: the lease loop logs the API's state too
+                    self.log.warning("catch-up: cannot read the current resourceVersion; retrying",
+                                     extra=fields(term=term, error=str(exc)))
                 self._stop.wait(RETRY)
         pods = self.cluster.pods
         relist_at, ticket = self._clock() + self.watch_wait, None
