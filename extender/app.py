@@ -12,15 +12,18 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
     GET  ui                            the GPU map: one HTML page that refreshes from inspect?compact=1
                                        and plan
     GET  healthz                       the process answers
-    GET  readyz                        200 once the cluster view is synced, else 503
+    GET  readyz                        200 once the cluster view is synced (and, with leader election,
+                                       while this replica leads), else 503
 
 Replies are JSON. ``inspect``, ``plan``, ``defrag`` and ``metrics`` walk every node: each is
 rendered at most once per ``config.render_ttl`` seconds however many ask at once
 while the cluster is unchanged (:class:`extender.rendercache.RenderCache`). A
 handler fault is logged with its traceback and answered with status 500 and a
 one-line ``Error``; nothing else is non-200 but ``readyz``, ``plan`` and
-``defrag`` before the first sync (503) and a ``maxMoves`` that is not a whole
-number from 0 to 100 (400).
+``defrag`` before the first sync (503), a ``maxMoves`` that is not a whole
+number from 0 to 100 (400), and, with leader election, ``readyz`` and the four
+verbs on a replica that is not the leader (503, the verbs with an ``Error``
+that says why and who leads).
 """
 
 from __future__ import annotations
@@ -71,6 +74,13 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size,
                         score_all_pods=config.score_all_pods, planning=plan_settings(config))
     extender.defrag_max_moves = config.defrag_max_moves
+    if config.leader_election is not None:
+        if getattr(cluster, "kind", None) != "kubernetes":
+            raise ValueError("leader election needs the Kubernetes backend")
+        from extender.kube.election import start_election
+
+        # before the watches start: a standby sends no events (the leader does)
+        extender.leadership = start_election(config.leader_election, cluster)
     cluster.start(ledger)
     if config.scale_up_placeholders:
         start_placeholders(config, extender)
@@ -193,8 +203,12 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
 
     @routes.get("/readyz")
     def readyz():
-        ready = extender.ready()
-        return _json({"ready": ready}, 200 if ready else 503)
+        ready = extender.serving()
+        reply = {"ready": ready}
+        if extender.leadership is not None:
+            status = extender.leadership.status()
+            reply.update(role=status["role"], leader=status["leader"])
+        return _json(reply, 200 if ready else 503)
 
     app.register_blueprint(routes)
 

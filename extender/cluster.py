@@ -10,7 +10,8 @@ A backend has:
   does not hold, or None;
 * ``bind(pod, node, annotations)`` — write the annotations on the pod and bind
   it to the node; raise :class:`ClusterError` if that fails (with
-  ``ambiguous`` set when it cannot tell whether the binding took effect);
+  ``ambiguous`` set when it cannot tell whether the binding took effect;
+  :class:`NotLeading`, nothing sent, when leader election fences it off);
 * ``pod_node(namespace, name, uid)`` — the node the pod is bound to now, read
   from the source of truth (None when unbound); ClusterError if it cannot
   tell;
@@ -28,6 +29,10 @@ class ClusterError(Exception):
 
     status: int | None = None  # the API server's HTTP status, when it answered
     ambiguous: bool = False  # the operation may have taken effect after all
+
+
+class NotLeading(ClusterError):
+    """Nothing was written: this replica does not hold the leader lease (extender.leadership)."""
 
 
 def make_cluster(config):

@@ -53,7 +53,8 @@ class ExtenderCollector:
     def collect(self):
         extender = self.extender
         ledger = extender.ledger
-        yield _gauge("cgpu_ready", "1 once the cluster view is complete (readyz), else 0", int(extender.ready()))
+        yield _gauge("cgpu_ready", "1 once the cluster view is complete, else 0", int(extender.ready()))
+        yield from self._leadership(extender)
         yield from self._cluster(ledger)
         yield from self._gpus(ledger)
         yield from self._pods(ledger)
@@ -62,6 +63,18 @@ class ExtenderCollector:
         yield from self._plan(extender)
         yield from self._defrag(extender)
         yield from self._backend(extender.cluster)
+
+    @staticmethod
+    def _leadership(extender):
+        """1 while this replica answers the verbs (always, without leader election); role changes."""
+        leadership = extender.leadership
+        yield _gauge("cgpu_leader", "1 while this replica holds the leader lease and has caught up (it answers "
+                     "the verbs), else 0; 1 without leader election", int(extender.refusal() is None))
+        transitions = CounterMetricFamily("cgpu_leader_transitions", "times this replica changed leader election "
+                                          "role, by the role it changed to", labels=("role",))
+        for role, count in (leadership.transitions() if leadership is not None else {}).items():
+            transitions.add_metric((role,), count)
+        yield transitions
 
     @staticmethod
     def _cluster(ledger):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from extender.leadership import ElectionSettings
 from policy.pools import DEFAULT_POOL_LABELS
 
 DEFAULT_PREFIX = "/cgpu-scheduler"
@@ -41,6 +42,7 @@ class Config:
     defrag_moves_per_hour: int = 6  # evictions (attempted) in any hour, at most
     defrag_interval: float = 60.0  # seconds between execution rounds
     defrag_hold_seconds: float = 300.0  # how long a move's held room and steering last at most
+    leader_election: ElectionSettings | None = None  # kube backend: only the Lease's holder answers the verbs
 
     def normalised_prefix(self) -> str:
         """``/a/b`` form: one leading slash, no trailing one ("" for the root)."""

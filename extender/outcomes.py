@@ -13,7 +13,9 @@ Bind results:
 * ``refused``: the pod no longer fits, or is bound elsewhere, or the node is unknown;
 * ``failed``: the cluster did not take the binding (or could not tell);
 * ``invalid``: the body, the pod or its request is not one the extender can bind;
-* ``not_ready``: the cluster view was not yet synced.
+* ``not_ready``: the cluster view was not yet synced;
+* ``not_leader``: this replica does not hold the leader lease (a standby, a
+  leader still catching up, or one whose lease lapsed): nothing was written.
 
 Verb errors (filter, prioritize, preempt, bind): replies that are no placement answer at all,
 whatever the pod —
@@ -34,7 +36,7 @@ from policy.reasons import FITS, NAMES
 
 INVALID_REQUEST = len(NAMES)
 REASONS = tuple(NAMES[code] for code in range(len(NAMES))) + ("invalid_request",)
-BIND_RESULTS = ("bound", "refused", "failed", "invalid", "not_ready")
+BIND_RESULTS = ("bound", "refused", "failed", "invalid", "not_ready", "not_leader")
 ERROR_VERBS = ("filter", "prioritize", "preempt", "bind")
 ERROR_REASONS = ("bad_request", "not_ready", "internal")
 

@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from extender import annotations as A, mapfeed, wire
-from extender.cluster import ClusterError
+from extender.cluster import ClusterError, NotLeading
 from extender.budgets import violations
 from extender.defrag.facts import controller_key, facts_of
 from extender.defrag.inputs import Defragged, defrag_of
@@ -126,6 +126,7 @@ class Extender:
         self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
         self.defrag_max_moves = DEFAULT_MAX_MOVES  # GET defrag's plan size unless asked otherwise
         self.defragger = None  # extender.defrag.executor.Executor, with --defrag-execute
+        self.leadership = None  # extender.leadership.Leadership, with leader election (None: always the leader)
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
@@ -149,6 +150,15 @@ class Extender:
     def generation(self) -> tuple:
         """Changes so far to what inspect and plan show: the ledger's, and the pod shapes learned."""
         return self.ledger.changes, self.observed
+
+    def refusal(self) -> str | None:
+        """None while this replica answers the verbs; else why not (a standby, catching up, its
+        lease lapsed: extender.leadership), the ``Error`` of its 503 replies."""
+        return self.leadership.refusal() if self.leadership is not None else None
+
+    def serving(self) -> bool:
+        """Synced, and the leader (or leader election is off)."""
+        return self.ready() and self.refusal() is None
 
     def _parsed(self, pod: dict):
         """The pod's :class:`GPURequest`, None, or its :class:`InvalidRequest` (returned, not
@@ -350,6 +360,9 @@ class Extender:
         # One bind per pod at a time: kube-scheduler may retry a pod whose earlier
         # bind is still running, and a failed Binding is read back before the share is released.
         with self._pod_locks[hash(ref.uid) % len(self._pod_locks)]:
+            refusal = self.refusal()  # again: this bind may have waited here while the lease was lost
+            if refusal is not None:
+                return "not_leader", refusal
             return self._bind_locked(args, ref)
 
     def _bind_locked(self, args: wire.BindingArgs, ref: PodRef) -> tuple[str, str]:
@@ -387,6 +400,8 @@ class Extender:
         except ClusterError as exc:
             if created and not exc.ambiguous:
                 self.ledger.release(ref.uid)
+            if isinstance(exc, NotLeading):  # checked right before the write: nothing was sent
+                return "not_leader", f"binding pod {ref} to node {args.node} was not sent: {exc}"
             elif exc.ambiguous:
                 self.log.warning("bind outcome unknown; the reservation is kept", extra=fields(
                     pod=str(ref), uid=ref.uid, node=args.node, error=str(exc)))
@@ -440,6 +455,8 @@ class Extender:
         """The inspect report; with ``compact``, the GPU map's form of it (extender.mapfeed)."""
         report = self.ledger.inspect(annotations=not compact)
         report["ready"] = self.ready()
+        if self.leadership is not None:
+            report["leadership"] = self.leadership.status()
         report["cluster"] = getattr(self.cluster, "kind", "unknown")
         report["scoring"] = getattr(self.ledger.strategy, "name", "unknown")
         measured = self.stranded.current()

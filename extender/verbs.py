@@ -7,6 +7,8 @@ in the loop's thread, ~300 µs in a handler thread (``healthz`` through
 ``app(environ)``: 104 µs; ``Extender.bind`` on a bad body alone: 9 µs). :class:`Verbs`
 answers a verb from its raw body and ``Content-Type`` with exactly what the
 Flask route answers (the route calls it too): 415 unless the body is JSON,
+503 with an ``Error`` and ``Connection: close`` on a replica that is not the
+leader (leader election: a kept connection would otherwise keep reaching it),
 the extender's reply, a one-line 500 for a handler fault, ``Server-Timing``
 and the duration histogram. :meth:`Verbs.direct` gives the
 :class:`~extender.httpserver.HTTPServer` a handler per exact ``POST`` path;
@@ -37,6 +39,7 @@ def mimetype(content_type: str | None) -> str:
 
 class Verbs:
     def __init__(self, extender: Extender, metrics: Metrics, prefix: str):
+        self._extender = extender
         self._prefix = prefix
         self._metrics = metrics
         self._outcomes = extender.outcomes
@@ -57,6 +60,14 @@ class Verbs:
         if media != JSON:
             status, data = 415, wire.encode({"Error": f"415 Unsupported Media Type: {path} takes Content-Type: "
                                                       f"{JSON}, not {shown(media or 'none')}"})
+        elif (refusal := self._extender.refusal()) is not None:  # a standby: only the leader answers
+            status, data = 503, wire.encode({"Error": refusal})
+            if verb == "bind":
+                self._extender.outcomes.bound("not_leader")
+            seconds = time.perf_counter() - started
+            self._metrics.observe(verb, seconds)
+            # closed: kube-scheduler's next request opens a new connection, which the Service sends to the leader
+            return status, [("Content-Type", JSON), ("Server-Timing", timing(seconds)), ("Connection", "close")], data
         else:
             try:
                 data, status = self._handlers[verb](body)

@@ -12,8 +12,10 @@ pod creation (409 when the name is taken) and deletion (404), lists by
 equality label selectors, Event creation, evictions (:mod:`fakeevict`: budgets
 enforced), and Status bodies for errors.
 
-Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
-open watch in the middle of an event, :meth:`FakeKube.compact` forgets the
+Leases (``coordination.k8s.io/v1``) are served by :mod:`fakeleases`
+(``kube.leases``). Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
+open watch in the middle of an event, ``hold_watches`` keeps every watch from
+delivering while set, ``pod_delays`` delays single-pod requests by method, :meth:`FakeKube.compact` forgets the
 event history (the next watch gets 410 Gone), ``fail_bindings`` answers the
 next bindings with an error status after nothing was written, ``fail_events``
 the next Event creations and ``fail_creates`` the next pod creations likewise, and the server
@@ -34,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from fakeevict import evict
+from fakeleases import LEASE_PATH, Leases
 
 KINDS = {"nodes": "Node", "pods": "Pod", "configmaps": "ConfigMap", "poddisruptionbudgets": "PodDisruptionBudget"}
 NAMESPACED = {"pods", "configmaps", "poddisruptionbudgets"}
@@ -91,6 +94,9 @@ class FakeKube:
         self.fail_events: list[int] = []  # statuses for the next Event creations, in order
         self.watches_open = 0
         self.write_delay = 0.0  # seconds every write waits before it is handled (a loaded API server)
+        self.pod_delays: dict = {}  # method ("GET", "PATCH") → seconds a single-pod request waits before it is handled
+        self.hold_watches = False  # while True, open watches deliver nothing (a lagging watch cache)
+        self.leases = Leases(self)
         self.list_pages = 0  # list requests answered (one per page)
         self._server = None
         self._thread = None
@@ -325,7 +331,8 @@ class FakeKube:
                 with self.cond:
                     gone = since < self.compacted[kind]
                     pending = self._after(kind, position)
-                    while not gone and not pending and self.cut_generation == generation:
+                    while (not gone and (not pending or self.hold_watches)
+                           and self.cut_generation == generation):
                         left = deadline - time.monotonic()
                         if left <= 0:
                             return
@@ -406,8 +413,13 @@ class _Handler(BaseHTTPRequestHandler):
             if pod and method == "DELETE" and not pod["binding"]:
                 self._body()
                 return self._reply(200, self.kube.api_delete_pod(pod["ns"], pod["name"]))
+            if pod and not pod["binding"]:
+                time.sleep(self.kube.pod_delays.get(method, 0.0))
             if pod and method == "GET" and not pod["binding"]:
                 return self._reply(200, self.kube.api_get_pod(pod["ns"], pod["name"]))
+            if lease := LEASE_PATH.match(url.path):
+                return self._reply(*self.kube.leases.handle(method, lease["ns"], lease["name"],
+                                                            self._body() if method in ("POST", "PUT") else None))
             if pod and method == "PATCH" and not pod["binding"]:
                 content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
                 return self._reply(200, self.kube.api_patch(pod["ns"], pod["name"], content_type, self._body()))
@@ -466,6 +478,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):  # noqa: N802
         self._dispatch("DELETE")
+
+    def do_PUT(self):  # noqa: N802
+        self._dispatch("PUT")
 
 
 def wait_until(condition, timeout: float = 10.0, what: str = "condition"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from extender.commands.election_flags import FlagError, add_leader_election_arguments, election_settings
 from extender.commands.plan import add_planning_arguments
 from extender.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_PREFIX, Config
 from policy.pools import DEFAULT_POOL_LABELS
@@ -76,6 +77,7 @@ def register(subparsers) -> None:
                         help="also serve GET healthz, readyz and metrics (nothing else) in plain HTTP on this "
                              "port: for the kubelet's probes and Prometheus when --client-ca is set")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_leader_election_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -125,6 +127,15 @@ def run(args: argparse.Namespace) -> int:
     except TemplatesError as exc:
         print(f"cgpu-extender: {exc}", file=sys.stderr)
         return 2
+    try:
+        leader_election = election_settings(args)
+    except FlagError as exc:
+        print(f"cgpu-extender: {exc}", file=sys.stderr)
+        return 2
+    if leader_election is not None and (args.cluster or args.demo):
+        print(f"cgpu-extender: {'--leader-elect-follow' if leader_election.follow else '--leader-elect'} needs the "
+              f"Kubernetes backend, not {'--cluster' if args.cluster else '--demo'}", file=sys.stderr)
+        return 2
     if args.cluster:
         try:
             check(args.cluster)  # fail here, clearly, at start
@@ -136,8 +147,9 @@ def run(args: argparse.Namespace) -> int:
         from extender.kube import connect
 
         if connect.available(args.kubeconfig) is None:  # never the demo unless asked for: it would report Ready
-            print(f"cgpu-extender: no cluster to serve: no --cluster FILE, no --demo, and no Kubernetes "
-                  f"configuration ({connect.tried()})", file=sys.stderr)
+            need = ("leader election needs the Kubernetes backend, and" if leader_election is not None
+                    else "no cluster to serve: no --cluster FILE, no --demo, and")
+            print(f"cgpu-extender: {need} no Kubernetes configuration was found ({connect.tried()})", file=sys.stderr)
             return 2
         kubernetes = True
         try:
@@ -145,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
         except connect.ConnectError as exc:
             print(f"cgpu-extender: {exc}", file=sys.stderr)
             return 2
+    if leader_election is not None and not kubernetes:
+        print("cgpu-extender: leader election needs the Kubernetes backend, not --cluster or --demo", file=sys.stderr)
+        return 2
     config = Config(prefix=args.prefix, cluster_file=args.cluster, kubernetes=kubernetes,
                     kubeconfig=args.kubeconfig, scoring=args.scoring, seed=args.seed,
                     score_all_pods=args.score_all_pods, log_level=args.log_level, pool_labels=pool_labels,
@@ -156,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                     placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes,
                     defrag_max_moves=args.defrag_max_moves, defrag_execute=args.defrag_execute,
                     defrag_moves_per_hour=args.defrag_moves_per_hour, defrag_interval=args.defrag_interval,
-                    defrag_hold_seconds=args.defrag_hold_seconds)
+                    defrag_hold_seconds=args.defrag_hold_seconds, leader_election=leader_election)
     where = Listening(host=args.host, port=args.port, probe_port=args.probe_port, tls_cert=args.tls_cert,
                       tls_key=args.tls_key, client_ca=args.client_ca, threads=args.threads)
     try:

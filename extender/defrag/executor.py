@@ -117,8 +117,8 @@ class Executor:
 
     def _round(self) -> str:
         extender, holds = self.extender, self.extender.ledger.defrag_holds
-        if not extender.ready():
-            return "not synced"
+        if not extender.serving():
+            return "not synced" if not extender.ready() else "not the leader"
         self.stats.rounds += 1
         self.stats.holds_expired += len(holds.expire())
         pending = extender.ledger.pending

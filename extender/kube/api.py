@@ -9,7 +9,8 @@ Evictions) go through
 :class:`RawApi` instead: the body encoded with orjson, the reply read as
 bytes, the client's own TLS settings and authentication. Failures are raised
 as the client's ``ApiException`` (status, reason, body), so callers handle them
-as before.
+as before. The leader election's Lease reads and writes
+(:mod:`extender.kube.lease`) use :meth:`RawApi.request` too.
 
 Transport: a :class:`~extender.kube.httpclient.KeepAliveClient` (a kept
 connection per thread, TLS built from the client configuration: CA, client
@@ -60,24 +61,31 @@ class RawApi:
                 self._auth = (now + AUTH_TTL, auth)
         return {**self._client.default_headers, **auth}
 
-    def _request(self, method: str, path: str, body: dict, content_type: str = "application/json") -> dict:
-        (reply,) = self._send([(method, path, body, content_type)])
+    def request(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json",
+                gate=None) -> dict:
+        """One request (no body when ``body`` is None), its reply as JSON; a status not 2xx raises
+        ``ApiException``. ``gate()`` is called right before the request is sent (see
+        :meth:`KeepAliveClient.pipeline`)."""
+        (reply,) = self._send([(method, path, body, content_type)], gate=gate)
         if isinstance(reply, Exception):
             raise reply
         return reply
 
-    def _send(self, requests: list[tuple[str, str, dict, str]], settle: float = 0.0) -> list:
+    def _send(self, requests: list[tuple[str, str, dict | None, str]], settle: float = 0.0, gate=None) -> list:
         """Per ``(method, path, body, content type)``, the reply as JSON or the exception that failed
         it (an ``ApiException`` for a status not 2xx); pipelined on one connection where the
         transport is ours (its replies read ``settle`` seconds after the write), else one after
-        another."""
+        another. What ``gate()`` raises, right before the requests are sent, is raised."""
         sent = [(method, path,
-                 {**self._headers(path, method), "Accept": "application/json", "Content-Type": content_type},
-                 orjson.dumps(body)) for method, path, body, content_type in requests]
+                 {**self._headers(path, method), "Accept": "application/json",
+                  **({"Content-Type": content_type} if body is not None else {})},
+                 orjson.dumps(body) if body is not None else b"") for method, path, body, content_type in requests]
         if self._direct is not None:
             replies = self._direct.pipeline([(method, self._prefix + path, headers, data)
-                                             for method, path, headers, data in sent], settle)
+                                             for method, path, headers, data in sent], settle, gate)
         else:
+            if gate is not None:
+                gate()
             replies = [self._pooled(*request) for request in sent]
         return [reply if isinstance(reply, Exception) else self._json(*reply) for reply in replies]
 
@@ -100,17 +108,19 @@ class RawApi:
         except orjson.JSONDecodeError as exc:
             return exc
 
-    def patch_pod(self, namespace: str, name: str, body: dict) -> dict:
+    def patch_pod(self, namespace: str, name: str, body: dict, gate=None) -> dict:
         """A JSON merge patch of a pod (``metadata.annotations`` here)."""
-        return self._request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body,
-                             "application/merge-patch+json")
+        return self.request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body,
+                            "application/merge-patch+json", gate)
 
-    def create_binding(self, namespace: str, name: str, body: dict) -> dict:
-        return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding", body)
+    def create_binding(self, namespace: str, name: str, body: dict, gate=None) -> dict:
+        return self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding", body,
+                            gate=gate)
 
-    def create_eviction(self, namespace: str, name: str, body: dict) -> dict:
+    def create_eviction(self, namespace: str, name: str, body: dict, gate=None) -> dict:
         """Evict a pod (policy/v1 Eviction): the API server refuses with 429 what a budget forbids."""
-        return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/eviction", body)
+        return self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/eviction", body,
+                            gate=gate)
 
     def create_events(self, events: list[tuple[str, dict]], settle: float = 0.0) -> list:
         """Create each ``(namespace, Event)``: per event, the reply or the exception that failed it

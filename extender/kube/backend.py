@@ -33,6 +33,11 @@
 * ``evict`` posts a policy/v1 Eviction with the pod's UID as precondition:
   the API server checks the PodDisruptionBudgets and answers 429 for one that
   allows no disruption (``evict`` returns False then).
+* with leader election (``fence``: an :class:`extender.leadership.Leadership`)
+  bind's writes are counted while they run and each is checked right before
+  it is sent: once the replica may not write, :class:`NotLeading` is raised
+  and nothing goes out. Only a serving replica sends the Warning events
+  (every replica's watch sees the same pods).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from collections import defaultdict
 import orjson
 
 from extender import annotations as A
-from extender.cluster import ClusterError
+from extender.cluster import ClusterError, NotLeading
 from extender.kube.reflector import Backoff, Reflector, api_status
 from extender.kube.api import RawApi
 from extender.logs import fields, get_logger
@@ -117,6 +122,7 @@ class KubernetesCluster:
         self._events: queue.Queue = queue.Queue(maxsize=1000)  # (reason, pod metadata, node, annotations)
         self._events_thread: threading.Thread | None = None
         self._on_stop: list = []
+        self.fence = None  # with leader election: the extender.leadership.Leadership every allocating write asks
         self._event_counts: dict = defaultdict(int)  # (reason, "sent" | "failed" | "dropped") → events
         self._event_counts_lock = threading.Lock()
         self.log = get_logger()
@@ -167,7 +173,7 @@ class KubernetesCluster:
     def _observe_pod(self, ledger, pod: dict) -> None:
         seen = ledger.counters.unaccounted_seen
         ledger.observe_pod(pod)
-        if ledger.counters.unaccounted_seen > seen:
+        if ledger.counters.unaccounted_seen > seen and (self.fence is None or self.fence.serving()):
             self._event(UNACCOUNTED, pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName"), None)
 
     def note(self, reason: str, meta: dict, message: str) -> None:
@@ -263,11 +269,34 @@ class KubernetesCluster:
                              extra=fields(error=str(exc)))
             return []
 
+    def resource_version_now(self) -> str:
+        """The API's current resourceVersion: a consistent LIST of pods (``limit=1``, no
+        resourceVersion: read from etcd by quorum, or from a watch cache first brought up to
+        date), so every write the API server completed before this call is at or below it."""
+        reply = self._call(self.api.list_pod_for_all_namespaces, limit=1)
+        version = (reply.get("metadata") or {}).get("resourceVersion")
+        if not version:
+            raise ClusterError("the API server's pod list carries no resourceVersion")
+        return version
+
+    @property
+    def pods(self) -> Reflector | None:
+        """The pods' reflector (None before :meth:`start`)."""
+        return self._pods
+
     def bound_node(self, uid: str) -> str | None:
         """The node the watch last saw the pod bound to, if any."""
         return self._pods.store.get(uid) if self._pods is not None else None
 
     def bind(self, pod: dict, node: str, annotations: dict) -> None:
+        if self.fence is None:
+            return self._bind(pod, node, annotations, None)
+        with self.fence.writing():  # counted while it runs: a leader releasing its lease waits for it
+            return self._bind(pod, node, annotations, self.fence.check)
+
+    def _bind(self, pod: dict, node: str, annotations: dict, gate) -> None:
+        """:meth:`bind`; ``gate()`` is called right before each write is sent and raises
+        :class:`NotLeading` once this replica may no longer write (nothing is sent then)."""
         meta = pod.get("metadata") or {}
         name, namespace, uid = meta.get("name") or "", meta.get("namespace") or "default", meta.get("uid") or ""
         holder = self.bound_node(uid)
@@ -275,7 +304,7 @@ class KubernetesCluster:
             raise ClusterError(f"pod is already bound to node {holder}")
         if holder == node:  # a repeated bind: the pod is there; make it carry this allocation
             if annotations:
-                self._patch_annotations(namespace, name, uid, _ours(annotations))
+                self._patch_annotations(namespace, name, uid, _ours(annotations), gate)
             return
         # The API server merges a Binding's annotations into the pod in the same
         # update that sets its node (pods/binding), so one write binds and annotates:
@@ -284,13 +313,15 @@ class KubernetesCluster:
         # not use (left by an earlier attempt or another writer) are cleared first.
         stale = [k for k in A.ALL_KEYS if k not in annotations and k in (meta.get("annotations") or {})]
         if stale:
-            self._patch_annotations(namespace, name, uid, dict.fromkeys(stale))
+            self._patch_annotations(namespace, name, uid, dict.fromkeys(stale), gate)
         binding = {"apiVersion": "v1", "kind": "Binding",
                    "metadata": {"name": name, "namespace": namespace, "uid": uid,
                                 **({"annotations": dict(annotations)} if annotations else {})},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            self._write(self.raw.create_binding, namespace, name, binding)
+            self._write(self.raw.create_binding, namespace, name, binding, gate)
+        except NotLeading:
+            raise  # not sent: nothing to read back
         except ClusterError as failure:
             try:
                 current = self._read_pod(namespace, name)
@@ -304,7 +335,12 @@ class KubernetesCluster:
             # attempt's): the pod must carry this allocation, not that attempt's
             if not annotations or _ours((current.get("metadata") or {}).get("annotations") or {}) == _ours(annotations):
                 return  # nothing new to say: the pod is where, and as, this bind wants it
-            self._patch_annotations(namespace, name, uid, _ours(annotations))
+            try:
+                self._patch_annotations(namespace, name, uid, _ours(annotations), gate)
+            except NotLeading as exc:  # the pod is bound (keep its reservation), only not as this bind says
+                unsure = ClusterError(f"the pod is bound to {node} but its annotations were not corrected: {exc}")
+                unsure.ambiguous = True
+                raise unsure from None
         if annotations:
             self._event(ALLOCATED, meta, node, annotations)
 
@@ -314,7 +350,11 @@ class KubernetesCluster:
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}
         try:
-            self._write(self.raw.create_eviction, namespace, name, body)
+            if self.fence is None:
+                self._write(self.raw.create_eviction, namespace, name, body)
+            else:  # only the leader moves pods, checked right before the write as bind's are
+                with self.fence.writing():
+                    self._write(self.raw.create_eviction, namespace, name, body, self.fence.check)
         except ClusterError as exc:
             if exc.status == 429:
                 return False
@@ -329,10 +369,10 @@ class KubernetesCluster:
         return (current.get("spec") or {}).get("nodeName")
 
     # -- API calls --------------------------------------------------------------------
-    def _patch_annotations(self, namespace: str, name: str, uid: str, values: dict) -> None:
+    def _patch_annotations(self, namespace: str, name: str, uid: str, values: dict, gate=None) -> None:
         # with the UID in it, the patch is invalid (422) on a pod recreated under the same name
         body = {"metadata": {"uid": uid, "annotations": values}}
-        self._write(self.raw.patch_pod, namespace, name, body)
+        self._write(self.raw.patch_pod, namespace, name, body, gate)
 
     def _read_pod(self, namespace: str, name: str) -> dict | None:
         """The pod as the API has it now; None if it does not exist."""
@@ -358,6 +398,8 @@ class KubernetesCluster:
         """A :class:`RawApi` write, its reply as JSON; every failure as a :class:`ClusterError`."""
         try:
             return method(*args)
+        except ClusterError:
+            raise  # NotLeading from the gate: nothing was sent
         except Exception as exc:  # noqa: BLE001 - sockets, TLS and the API raise many types; all mean "failed"
             raise _cluster_error(exc) from None
 

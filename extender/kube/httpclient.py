@@ -8,6 +8,8 @@ pod, so :class:`KeepAliveClient` sends them over a connection each thread keeps
 open, with a parser that reads only what a reply needs. Contract:
 
 * ``request(method, path, headers, body)`` → ``(status, reason, data)``;
+  ``gate``, where given, is called right before the request is sent (a
+  leader's last check that it still holds its lease: extender.leadership);
   a transport failure raises :class:`OSError` (``ssl.SSLError`` and
   :class:`ReplyError` for a reply it cannot read are ``OSError`` too);
   ``pipeline(requests)`` sends several at once and answers each with its
@@ -49,23 +51,26 @@ class KeepAliveClient:
         self._host_header = f"Host: {host if ':' not in host else f'[{host}]'}:{port}\r\n".encode()
         self._local = threading.local()
 
-    def request(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, str, bytes]:
-        (reply,) = self.pipeline([(method, path, headers, body)])
+    def request(self, method: str, path: str, headers: dict, body: bytes, gate=None) -> tuple[int, str, bytes]:
+        (reply,) = self.pipeline([(method, path, headers, body)], gate=gate)
         if isinstance(reply, OSError):
             raise reply
         return reply
 
-    def pipeline(self, requests: list[tuple[str, str, dict, bytes]], settle: float = 0.0) -> list:
+    def pipeline(self, requests: list[tuple[str, str, dict, bytes]], settle: float = 0.0, gate=None) -> list:
         """Send every ``(method, path, headers, body)`` at once on one connection (HTTP/1.1
         pipelining: one write and one wake-up for many requests), then read the replies in
         order, ``settle`` seconds later if given and there are several (the server writes them
         one by one: read together, they cost one wake-up, not one each). Per request, ``(status, reason,
         data)``, or the :class:`OSError` that cut it off (a failure ends the connection: that
         request and every later one get it; a reply that closes the connection leaves the
-        later ones unanswered, never sent again)."""
+        later ones unanswered, never sent again). ``gate()``, if given, is called last before the
+        bytes are sent, the connection made: what it raises is raised, nothing sent."""
         conn = self._connection()
         data = b"".join(self._request_bytes(*request) for request in requests)
         replies: list = []
+        if gate is not None:
+            gate()
         try:
             conn.sock.sendall(data)
             if settle > 0 and len(requests) > 1:  # one reply has nothing to be read together with

@@ -35,7 +35,8 @@ Contract of :class:`Placeholders`:
   ones, surplus placeholders are deleted newest first, those made for another
   template shape (the pool changed) are replaced, and pools that need no new
   node lose all of theirs;
-* API failures are logged and counted; the next round tries again.
+* API failures are logged and counted; the next round tries again;
+* with leader election only the leader reconciles.
 """
 
 from __future__ import annotations
@@ -174,8 +175,9 @@ class Placeholders:
         return wanted
 
     def reconcile(self) -> bool:
-        """One round; False when the cluster view is not synced yet (nothing done)."""
-        if not self.extender.ready():
+        """One round; False when the cluster view is not synced yet or this replica is not the
+        leader (leader election: one replica keeps the placeholders), nothing done."""
+        if not self.extender.serving():
             return False
         wanted = self.wanted()
         have: dict = {}

@@ -19,7 +19,13 @@ A :class:`Reflector` runs in its own thread. Contract:
   exponential backoff with jitter and retries;
 * callbacks run on this thread, one at a time, in the order of the events;
   a callback that raises is logged and counted (``handler_errors``) and the
-  object skipped, so one odd object cannot stall the stream.
+  object skipped, so one odd object cannot stall the stream;
+* ``resource_version`` is set only after every event up to it (or the whole
+  list at it) has been handed on: another thread that reads it knows the
+  callbacks have seen at least that much;
+* :meth:`relist` (any thread) ends the current watch and lists again at
+  once; :meth:`listed_since` tells when a list started after that call has
+  completed (a new leader's catch-up: extender.kube.catchup).
 """
 
 from __future__ import annotations
@@ -94,6 +100,9 @@ class Reflector:
         self.synced = threading.Event()
         self.stats = {"lists": 0, "watches": 0, "events": 0, "gone": 0, "errors": 0, "handler_errors": 0}
         self._stop = threading.Event()
+        self._relist = threading.Event()
+        self._lists_started = 0  # lists begun; the number of the last completed one is _listed
+        self._listed = 0
         self._response = None
         self._thread: threading.Thread | None = None
         self.log = get_logger()
@@ -105,15 +114,30 @@ class Reflector:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._interrupt()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def relist(self) -> int:
+        """End the current watch and list again now; returns a ticket for :meth:`listed_since`."""
+        ticket = self._lists_started + 1  # the list the flag below starts is this one or a later one
+        self._relist.set()
+        self._interrupt()
+        return ticket
+
+    def listed_since(self, ticket: int) -> bool:
+        """True once the list of :meth:`relist`'s ``ticket`` (or a later one) has completed."""
+        return self._listed >= ticket
+
+    def _interrupt(self) -> None:
+        """Close the open watch's response, if any (its read then fails or ends)."""
         response = self._response
         if response is not None:
             shutdown = getattr(response, "shutdown", None)  # urllib3 >= 2.3 interrupts a blocked read
             try:
                 (shutdown or response.close)()
-            except Exception:  # noqa: BLE001 - best effort on the way out
+            except Exception:  # noqa: BLE001 - best effort: the watch ends by itself at its timeout
                 pass
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> None:
@@ -121,6 +145,9 @@ class Reflector:
         must_list = True
         while not self._stop.is_set():
             try:
+                if self._relist.is_set():
+                    self._relist.clear()
+                    must_list = True  # kept until a list completes: a failed one is retried
                 if must_list:
                     self._list()
                     must_list = False
@@ -134,6 +161,8 @@ class Reflector:
             except Exception as exc:  # noqa: BLE001 - every failure is retried; the reason is logged
                 if self._stop.is_set():
                     break
+                if self._relist.is_set():
+                    continue  # relist() cut the watch: list now
                 if api_status(exc) == GONE:
                     self.stats["gone"] += 1
                     must_list = True
@@ -146,6 +175,8 @@ class Reflector:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
+        self._lists_started += 1
+        number = self._lists_started
         held = set(self._before_list()) if self._before_list else set()
         fresh = {}
         token = None
@@ -171,6 +202,7 @@ class Reflector:
             self._handle(self._on_delete, key, self.store.get(key))
         self.store = fresh
         self.resource_version = meta.get("resourceVersion")
+        self._listed = number
         self.stats["lists"] += 1
         if not self.synced.is_set():
             self.log.info("synced", extra=fields(resource=self.name, objects=len(fresh),
@@ -187,10 +219,10 @@ class Reflector:
         self._response = response
         delivered = False
         try:
-            if self._stop.is_set():  # stop() ran while the request was being made
+            if self._stop.is_set() or self._relist.is_set():  # stop() or relist() ran while it was being made
                 return False
             for line in iter_lines(response):
-                if self._stop.is_set():
+                if self._stop.is_set() or self._relist.is_set():
                     break
                 self._apply(orjson.loads(line))
                 delivered = True

@@ -1,7 +1,8 @@
 """Serving the extender: gunicorn's arbiter and one asyncio worker, with bounds no client can exhaust.
 
 ``cgpu-extender serve`` runs gunicorn (:mod:`extender.serving.application`)
-with exactly one worker, :class:`extender.serving.worker.ExtenderWorker`:
+with exactly one worker, in its own process (no arbiter: one process is one
+replica), :class:`extender.serving.worker.ExtenderWorker`:
 gunicorn's own asyncio (``asgi``) worker, whose HTTP/1.1 parsing, framing,
 keep-alive, ``Expect`` and TLS settings we use as they are, given what a
 scheduler component needs on top (:mod:`extender.serving.protocol`,

@@ -3,16 +3,22 @@
 :class:`ExtenderApplication` is a :class:`gunicorn.app.base.BaseApplication`
 configured in code (no gunicorn configuration file or command line is read):
 one worker of :class:`~extender.serving.worker.ExtenderWorker` (one ledger),
-gunicorn's arbiter as the process's main loop (it restarts a worker that dies
-and passes SIGTERM on), TLS from gunicorn's own settings (``certfile``,
-``keyfile``, ``ca_certs``, ``cert_reqs``; TLS 1.2 at least), HTTP/1.1 only,
-no access log, no control socket, every log line JSON.
+TLS from gunicorn's own settings (``certfile``, ``keyfile``, ``ca_certs``,
+``cert_reqs``; TLS 1.2 at least), HTTP/1.1 only, no access log, no control
+socket, every log line JSON.
+
+The worker runs in the ``serve`` process itself (:meth:`ExtenderApplication.run`),
+not under gunicorn's arbiter: one process is the replica. A signal to it
+(SIGTERM, SIGKILL, SIGSTOP) is a signal to the ledger's holder, which leader
+election's fencing relies on (a SIGSTOPped arbiter would leave its worker
+leading); a process that dies is restarted by Kubernetes, as the arbiter
+would have restarted its worker, and rebuilds the ledger from the cluster.
 
 The listening sockets are bound before gunicorn starts (:func:`listen`) and
 handed to it as ``fd://`` addresses, so a port in use is one line and exit 2
 instead of gunicorn's five retries and a traceback. The application itself
 (Flask app, ledger, cluster backend, :class:`~extender.serving.asgi.ExtenderASGI`)
-is built in the worker, after the fork: the backend's threads live there.
+is built when the worker loads it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
+from gunicorn.sock import create_sockets
 
 from extender.app import create_app
 from extender.config import Config
@@ -33,7 +40,6 @@ from extender.logs import JsonFormatter, configure, fields, get_logger
 from extender.serving.budgets import Limits, descriptor_limits
 
 WORKER_CLASS = "extender.serving.worker.ExtenderWorker"
-HEARTBEAT_SECONDS = 60  # the arbiter restarts a worker whose loop has not run for this long
 BACKLOG = 2048
 
 
@@ -112,8 +118,6 @@ class ExtenderApplication(BaseApplication):
             "threads": where.threads,
             "worker_connections": limits.connections + limits.probe_connections,
             "keepalive": int(limits.idle_seconds),
-            "timeout": HEARTBEAT_SECONDS,
-            "graceful_timeout": int(limits.write_seconds) + 5,
             "max_requests": 0,
             "limit_request_line": 8190,
             "limit_request_fields": 100,
@@ -136,8 +140,19 @@ class ExtenderApplication(BaseApplication):
         for name, value in settings.items():
             self.cfg.set(name, value)
 
+    def run(self):
+        """Serve until stopped (SIGTERM, SIGINT): gunicorn's worker, in this process."""
+        cfg = self.cfg
+        log = cfg.logger_class(cfg)
+        worker = cfg.worker_class(1, os.getppid(), create_sockets(cfg, log), self, cfg.timeout, cfg, log)
+        worker.pid = os.getpid()
+        try:
+            worker.init_process()
+        finally:
+            worker.tmp.close()
+
     def load(self):
-        """The application, built in the worker (gunicorn calls this after the fork)."""
+        """The application, built when the worker loads it."""
         from extender.serving.asgi import ExtenderASGI
 
         configure(self.config.log_level)

@@ -126,6 +126,10 @@ class ExtenderASGI:
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-length", b"%d" % len(data)), *out]})
             await send({"type": "http.response.body", "body": data})
+            if (b"connection", b"close") in out:  # a standby's 503: the client's next request finds the leader
+                connection = scope.get("extensions", {}).get("cgpu.connection")
+                if connection is not None:
+                    connection.close_after_reply = True
 
     def answer(self, verb: str, path: str, headers, body: bytes) -> tuple:
         """``(status, headers, body)`` of the verb's reply to ``body`` (see module doc on browsers)."""
@@ -134,7 +138,8 @@ class ExtenderASGI:
                 {"Error": f"{path} refuses requests sent by a browser page (Origin or Sec-Fetch-Site: cross-site)"})
         content_type = next((v.decode("latin-1") for k, v in headers if k == b"content-type"), None)
         status, out, data = self.verbs.reply(verb, path, content_type, body)
-        return status, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out], data
+        return status, [(k.lower().encode("latin-1"), v.lower().encode("latin-1") if k.lower() == "connection"
+                         else v.encode("latin-1")) for k, v in out], data
 
     def close(self) -> None:
         """Stop the pools (the worker is stopping; what runs is finished first)."""

@@ -76,6 +76,7 @@ class ExtenderProtocol(ASGIProtocol):
         self.write_timer = None
         self.eof = False  # the client half-closed while its request was being answered
         self.error_sent = False  # gunicorn wrote a refusal: its close lingers
+        self.close_after_reply = False  # the application's reply said Connection: close
 
     # -- accept, TLS, eviction -------------------------------------------------------
     def connection_made(self, transport):
@@ -207,8 +208,9 @@ class ExtenderProtocol(ASGIProtocol):
         keepalive = await super()._serve_http_request(request, sockname, peername)
         self._give_request()
         self.request_bytes = self.pieces = self.decoded = 0
-        if self.eof:
+        if self.eof or self.close_after_reply:
             self._close_transport()
+            return False
         elif not self._closed and not self.lingering:
             self.phase = IDLE
             self.port.mark(self, IDLE)

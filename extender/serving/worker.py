@@ -8,7 +8,8 @@ plain probe port each with a connection limit of its own, TLS through
 :class:`~extender.serving.protocol.TLSConnection` so that connections are
 counted from accept — and holding the budgets every connection draws on.
 
-Stopping (SIGTERM from the arbiter): the listeners close, connections between
+It runs in the ``serve`` process itself (no arbiter: see
+:mod:`extender.serving.application`). Stopping (SIGTERM): the listeners close, connections between
 requests are closed at once, requests being answered finish and their replies
 are written (at most ``write_seconds``), then the application's thread pools
 and the cluster backend stop. Errors the event loop reports (``accept``
@@ -132,11 +133,7 @@ class ExtenderWorker(ASGIWorker):
             listener.sock.listen(self.cfg.backlog)
             self.ports.append(port)
         self.app.serving(self)
-        while self.alive:
-            self.notify()
-            if self.ppid != os.getppid():
-                self.log.info("Parent changed, shutting down: %s", self)
-                break
+        while self.alive:  # no arbiter watches this worker: no heartbeat, no parent to outlive
             try:
                 await asyncio.wait_for(self._stopping.wait(), 1.0)
             except asyncio.TimeoutError:
@@ -154,7 +151,6 @@ class ExtenderWorker(ASGIWorker):
                 for connection in port.connections(NEW, HANDSHAKE, IDLE):
                     if not connection.close_if_idle():
                         connection.evict()
-            self.notify()
             await asyncio.sleep(0.05)
         for port in self.ports:
             for connection in port.connections(NEW, HANDSHAKE, IDLE, "busy"):
