@@ -10,9 +10,9 @@ Flask route answers (the route calls it too): 415 unless the body is JSON,
 503 with an ``Error`` and ``Connection: close`` on a replica that is not the
 leader (leader election: a kept connection would otherwise keep reaching it),
 the extender's reply, a one-line 500 for a handler fault, ``Server-Timing``
-and the duration histogram. :meth:`Verbs.direct` gives the
-:class:`~extender.httpserver.HTTPServer` a handler per exact ``POST`` path;
-any other request (another method, a path spelt otherwise) reaches Flask.
+and the duration histogram. :class:`extender.serving.asgi.ExtenderASGI`
+answers an exact ``POST`` path with it; any other request (another method, a
+path spelt otherwise) reaches Flask.
 """
 
 from __future__ import annotations
