@@ -8,9 +8,18 @@ read a line at a time, so a dump of 10^5 pods never sits in memory whole.
 PodDisruptionBudgets count with their ``status.disruptionsAllowed``
 (``kubectl get nodes,pods,pdb -A -o yaml``). Objects of other kinds are
 skipped and counted.
+
+Refused with a :class:`ClusterFileError` that says why: a path that is not a
+regular file (a FIFO would block the reader until something writes to it, a
+directory or device is no dump), and YAML aliases (``*name``): kubectl never
+writes them, and nested aliases expand a file of a few hundred bytes into
+10^8 objects.
 """
 
 from __future__ import annotations
+
+import os
+import stat
 
 import orjson
 import yaml
@@ -53,6 +62,7 @@ def parse_objects(text: str, path: str = "<cluster>") -> tuple[list, list]:
             pass
     try:
         if documents is None:
+            _refuse_aliases(text, path)
             documents = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         raise ClusterFileError(f"{path}: not valid YAML or JSON: {exc}") from None
@@ -67,6 +77,28 @@ def parse_objects(text: str, path: str = "<cluster>") -> tuple[list, list]:
 STREAMED = (".jsonl", ".ndjson")
 
 
+def _refuse_aliases(text: str, path: str) -> None:
+    """ClusterFileError if the YAML uses an alias (see module doc); its events are only read when
+    the text has a ``*`` at all."""
+    if "*" not in text:
+        return
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            mark = event.start_mark
+            raise ClusterFileError(f"{path}:{mark.line + 1}: YAML aliases (*{event.anchor}) are not accepted "
+                                   "in a cluster file")
+
+
+def _regular(path: str) -> None:
+    """ClusterFileError unless ``path`` is a regular file (see module doc)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ClusterFileError(f"{path}: cannot read: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise ClusterFileError(f"{path}: not a regular file (a FIFO, directory or device is no cluster dump)")
+
+
 def _checked(obj: dict, path: str) -> dict:
     """An object of the file as it is: one the ledger cannot read (no name, a field of the
     wrong type) is skipped and listed there, never a reason not to start."""
@@ -76,6 +108,7 @@ def _checked(obj: dict, path: str) -> dict:
 def stream(path: str, skipped: list | None = None):
     """The objects of a cluster file, one at a time (see module doc)."""
     skipped = [] if skipped is None else skipped
+    _regular(path)
     try:
         handle = open(path, "rb")
     except OSError as exc:

@@ -74,3 +74,38 @@ def test_pods_before_their_nodes_give_the_same_ledger():
         _, view = ledger.state.view_all()
         ledgers.append(view.mem_used[:, :2].tolist())
     assert ledgers[0] == ledgers[1] == [[0, 3]]
+
+
+def test_a_path_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path):
+    import os
+
+    from extender.clusterfile import ClusterFileError, check
+
+    fifo = tmp_path / "cluster.fifo"
+    os.mkfifo(fifo)  # opening it to read would block until a writer came
+    for path in (fifo, tmp_path):
+        with pytest.raises(ClusterFileError, match="not a regular file"):
+            check(str(path))
+
+
+BILLION_LAUGHS = """a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
+"""
+
+
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path):
+    from extender.clusterfile import ClusterFileError, check
+
+    path = tmp_path / "laughs.yaml"
+    path.write_text(BILLION_LAUGHS)
+    with pytest.raises(ClusterFileError, match=r"laughs.yaml:2: YAML aliases \(\*a\)"):
+        check(str(path))
+    quoted = tmp_path / "star.yaml"  # a * inside a string is no alias
+    quoted.write_text('kind: Node\napiVersion: v1\nmetadata: {name: "n*1", labels: {x: "*"}}\n')
+    assert check(str(quoted)) == 1

@@ -111,3 +111,27 @@ def test_version_is_the_package_version(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == f"cgpu-extender {setup['metadata']['version']}\n"
+
+
+def test_a_port_in_use_a_fifo_and_yaml_aliases_are_one_line_and_exit_2(tmp_path):
+    """Each in a process of its own, bounded: a server that started instead, or hung, fails the test."""
+    from test_clusterfile import BILLION_LAUGHS
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    fifo = tmp_path / "cluster.fifo"
+    os.mkfifo(fifo)
+    laughs = tmp_path / "laughs.yaml"
+    laughs.write_text(BILLION_LAUGHS)
+    cases = [(["--demo", "--port", str(taken.getsockname()[1])], "cannot listen on 127.0.0.1:"),
+             (["--cluster", str(fifo)], "not a regular file"),
+             (["--cluster", str(laughs)], "YAML aliases")]
+    try:
+        for args, words in cases:
+            done = subprocess.run([sys.executable, "-m", "extender", "serve", *args], capture_output=True,
+                                  text=True, timeout=60)
+            assert done.returncode == 2 and words in done.stderr, (args, done.stderr)
+            assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    finally:
+        taken.close()
