@@ -9,10 +9,11 @@ the rest of a small request, and under the GIL a CPU-bound handler gains
 nothing from a thread), larger ones one at a time in a thread of their own
 (kube-scheduler sends them one at a time anyway; several at once would only
 hold several bodies' decoded names at once); bind and preempt, which wait on
-the API server, in a pool of ``threads`` threads of their own. A request
-waiting for its pool has its body left unread (the connection reads at most
-64 KiB ahead), so requests queued behind a pool hold next to no memory, and
-its deadlines do not run meanwhile. A verb request carrying ``Origin``
+the API server, in a pool of ``threads`` threads of their own. A request's
+body is read whole before it waits for its turn in a pool (a client that sends
+slowly holds no turn; the bytes held are in the request budget), and no more
+than ``WAITING`` requests wait for a pool: past that a verb is answered 503 at
+once, so a flood of large bodies holds a bounded number of them. A verb request carrying ``Origin``
 or ``Sec-Fetch-Site: cross-site`` comes from a browser page (kube-scheduler
 sends neither; a DNS-rebinding page can make a browser send one with a
 matching ``Host``): it is refused 403.
@@ -39,6 +40,7 @@ from extender.verbs import VERBS
 INLINE_VERBS = ("filter", "prioritize")
 HEAVY_READS = ("/metrics", "/inspect", "/plan", "/ui", "/defrag")  # path endings of the operators' reads
 PROBE_PATHS = ("/healthz", "/readyz", "/metrics")  # what the probe port serves
+WAITING = {False: 64, True: 8}  # most requests waiting for the verb pool (kube-scheduler binds 16 at once), the large one
 OPERATOR_THREADS = 2
 OTHER_THREADS = 2
 
@@ -80,6 +82,7 @@ class ExtenderASGI:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verb")
         self.large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="large")
         self._turns = {}  # pool → asyncio.Semaphore of its size, made in the loop that serves
+        self._waiting = {self.pool: 0, self.large: 0}  # requests of each pool, read or being read, not yet answered
         self.operators = WSGIMiddleware(flask_app, workers=OPERATOR_THREADS)
         self.others = WSGIMiddleware(flask_app, workers=OTHER_THREADS)
         self.probes = ProbeASGI(self)
@@ -105,31 +108,35 @@ class ExtenderASGI:
             pool = self.large
         else:
             pool = None
-        if pool is None:
-            body = await read_body(receive)
-            answer = None if body is None else self.answer(verb, path, headers, body)
-        else:
-            connection = scope.get("extensions", {}).get("cgpu.connection")
-            turn = self._turns.get(pool) or self._turns.setdefault(pool, asyncio.Semaphore(pool._max_workers))
-            if connection is not None:
-                connection.waiting_for_server(True)
-            async with turn:  # released before the reply is written: a reader that stalls holds no turn
-                if connection is not None:
-                    connection.waiting_for_server(False)
-                body = await read_body(receive)
-                answer = None if body is None else await asyncio.get_running_loop().run_in_executor(
-                    pool, self.answer, verb, path, headers, body)
+        if pool is not None:
+            if self._waiting[pool] >= WAITING[pool is self.large]:
+                await reply(send, 503, b'{"Error":"the GPU-share extender has too many requests waiting; retry"}')
+                return
+            self._waiting[pool] += 1
+        try:
+            body = await read_body(receive)  # whole before any turn: a slow client holds no turn
+            if body is None:
+                return
+            if pool is None:
+                answer = self.answer(verb, path, headers, body)
+            else:
+                turn = self._turns.get(pool) or self._turns.setdefault(pool, asyncio.Semaphore(pool._max_workers))
+                async with turn:  # released before the reply is written: a reader that stalls holds no turn
+                    answer = await asyncio.get_running_loop().run_in_executor(
+                        pool, self.answer, verb, path, headers, body)
+        finally:
+            if pool is not None:
+                self._waiting[pool] -= 1
         body = None  # not held while the reply is written
-        if answer is not None:
-            status, out, data = answer
-            answer = None
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-length", b"%d" % len(data)), *out]})
-            await send({"type": "http.response.body", "body": data})
-            if (b"connection", b"close") in out:  # a standby's 503: the client's next request finds the leader
-                connection = scope.get("extensions", {}).get("cgpu.connection")
-                if connection is not None:
-                    connection.close_after_reply = True
+        status, out, data = answer
+        answer = None
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-length", b"%d" % len(data)), *out]})
+        await send({"type": "http.response.body", "body": data})
+        if (b"connection", b"close") in out:  # a standby's 503: the client's next request finds the leader
+            connection = scope.get("extensions", {}).get("cgpu.connection")
+            if connection is not None:
+                connection.close_after_reply = True
 
     def answer(self, verb: str, path: str, headers, body: bytes) -> tuple:
         """``(status, headers, body)`` of the verb's reply to ``body`` (see module doc on browsers)."""

@@ -157,8 +157,9 @@ class ExtenderProtocol(ASGIProtocol):
         return going
 
     def eof_received(self):
-        """The client sent all it will: close, unless a request is being answered (then after its reply)."""
-        if self.lingering or self.phase in (NEW, IDLE) or self._closed:
+        """The client sent all it will: close, unless a whole request is being answered (then after its
+        reply; a request whose head or body is still incomplete never will be)."""
+        if self.lingering or self.phase != "handler" or self._closed:
             return False
         self.eof = True
         return True
@@ -222,15 +223,6 @@ class ExtenderProtocol(ASGIProtocol):
         scope["extensions"] = {**scope.get("extensions", {}), "cgpu.connection": self}
         return scope
 
-    def waiting_for_server(self, waiting: bool) -> None:
-        """The application holds this request's body back until it can answer it (its turn in a pool):
-        no deadline runs meanwhile — the wait is the server's, not the client's — and the body's
-        deadline starts afresh when it is read."""
-        if waiting:
-            self._disarm()
-        elif self.phase == "body" and not self._closed:
-            self._arm("body", self.limits.body_seconds)
-
     def _arm_keepalive_timer(self):
         """gunicorn's keep-alive timer: the idle deadline armed by :meth:`_serve_http_request` is this one."""
 
@@ -280,8 +272,6 @@ class ExtenderProtocol(ASGIProtocol):
         transport = self.transport
         if self._closed or transport is None or transport.is_closing():
             return
-        if self._body_receiver is not None:
-            self._body_receiver.signal_disconnect()
         if self._request_ready is not None:
             self._request_ready.set()  # gunicorn's loop sees _closed and ends
         transport.write(refusal(status, message))
@@ -301,6 +291,8 @@ class ExtenderProtocol(ASGIProtocol):
     def _linger(self) -> None:
         """Half-close and drop what the client still sends, so the reply just written is read, not reset."""
         self._closed = True  # gunicorn's loop and app calls end; the transport is ours to close
+        if self._body_receiver is not None:  # an application reading the body learns it now
+            self._body_receiver.signal_disconnect()
         self._disarm()
         transport = self.transport
         if not transport.can_write_eof():  # TLS: no half-close

@@ -116,3 +116,39 @@ def test_the_server_header_is_gunicorns(demo):
     connection = http.client.HTTPConnection("127.0.0.1", demo.port, timeout=10)
     connection.request("GET", f"{PREFIX}/healthz")
     assert connection.getresponse().getheader("Server").startswith("gunicorn")
+
+
+def chunked_filter(body: bytes) -> bytes:
+    return (b"POST /cgpu-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+
+
+def test_a_client_that_sends_its_large_body_slowly_holds_no_turn_of_the_others(demo):
+    """Filters past the inline size (chunked ones too) are answered one at a time; a body still arriving
+    must not hold that turn, or one slow client would stall every large filter for its body deadline."""
+    body = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": ["gpu-core-a"]})
+    with socket.create_connection(("127.0.0.1", demo.port), timeout=10) as slow:
+        slow.sendall(chunked_filter(body)[:-30])  # all but the end of the body
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", demo.port), timeout=10) as other:
+            other.sendall(chunked_filter(body))
+            assert other.recv(12).startswith(b"HTTP/1.1 200")
+
+
+def test_past_the_waiting_requests_a_pool_takes_a_verb_is_answered_503_at_once(demo):
+    from extender.serving import asgi
+
+    assert asgi.WAITING[True] < 64  # large bodies: few wait at once, each holds its body
+    with socket.create_connection(("127.0.0.1", demo.port), timeout=10) as first:
+        slow = [socket.create_connection(("127.0.0.1", demo.port), timeout=10) for _ in range(asgi.WAITING[True])]
+        body = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": ["gpu-core-a"]})
+        try:
+            for s in slow:
+                s.sendall(chunked_filter(body)[:-30])
+            time.sleep(0.3)
+            first.sendall(chunked_filter(body))
+            reply = first.recv(4096)
+            assert reply.startswith(b"HTTP/1.1 503") and b"too many requests waiting" in reply
+        finally:
+            for s in slow:
+                s.close()
