@@ -206,16 +206,16 @@ def test_metrics_count_pending_pods_by_outcome_and_nodes_per_pool(tmp_path):
     assert "cgpu_plan_cpu_seconds " in text and "cgpu_placeholders" not in text
 
 
-def test_the_readme_shows_what_plan_prints(tmp_path, capsys):
+def test_the_autoscaling_page_shows_what_plan_prints(tmp_path, capsys):
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("\n## Autoscaling\n"):]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md").read_text()
+    section = page[page.index("\n## Autoscaling\n"):]
     shown = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
     printed = json.loads(plan_cli(capsys, "--cluster", write(tmp_path, done_case()), "--json")[1])
     pods = printed["pools"]["np-a10"]["pods"]
-    assert shown["pools"]["np-a10"]["pods"] == pods[:2] and "shortened" in section  # the README cuts the list
+    assert shown["pools"]["np-a10"]["pods"] == pods[:2] and "shortened" in section  # the page cuts the list
     shown["pools"]["np-a10"]["pods"] = pods
     assert shown["pendingPods"] and all(p in printed["pendingPods"] for p in shown["pendingPods"])  # cut too
     shown["pendingPods"] = printed["pendingPods"]
