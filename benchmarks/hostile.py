@@ -20,7 +20,10 @@ how the verbs and probes answered meanwhile:
 * ``preempt``: one preempt naming ``--candidates`` crowded nodes (8 GPUs × 20
   pods each) for a whole-GPU pod, timed;
 * ``sigterm``: SIGTERM while a large reply is being read slowly: how much of it
-  arrives.
+  arrives;
+* ``per-connection``: what one connection holds, by kind: a never-used plain
+  connection, a pending TLS handshake (with the handshake limit raised, and
+  with asyncio's own 256 KiB TLS read buffer for comparison).
 
     python -m benchmarks.hostile all
     python -m benchmarks.hostile get-flood --nodes 5000
@@ -361,6 +364,52 @@ def sigterm(names: int = 200_000) -> dict:
                 "read_seconds": round(time.monotonic() - started, 1), "exit_code": server.process.returncode}
 
 
+@contextlib.contextmanager
+def limited(limits: dict, where: dict, patch: str = ""):
+    """``benchmarks.limited_server`` with ``limits`` (``patch``: Python run first, for comparisons)."""
+    port = free_port()
+    spec = json.dumps({"config": {"log_level": "warning"}, "where": {"host": "127.0.0.1", "port": port, **where},
+                       "limits": limits})
+    code = f"{patch}\nfrom benchmarks.limited_server import main\nmain([{spec!r}])"
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the limited server did not start") from None
+                time.sleep(0.1)
+        time.sleep(1.0)
+        yield port, process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+
+def per_connection(count: int = 1000) -> dict:
+    result = {}
+    with tempfile.TemporaryDirectory() as folder:
+        pki = make_pki(Path(folder))
+        cert, key = pki["server"]
+        tls = {"tls_cert": str(cert), "tls_key": str(key), "client_ca": str(pki["ca"])}
+        raised = {"handshakes": count + 10, "connections": 2 * count, "first_byte_seconds": 120}
+        kinds = (("plain, never used", {}, ""), ("TLS, handshake pending", tls, ""),
+                 ("TLS, handshake pending, asyncio's 256 KiB buffer", tls,
+                  "import extender.serving.protocol as p; p.TLSConnection.max_size = 256 * 1024"))
+        for kind, where, patch in kinds:
+            with limited(raised, where, patch) as (port, process):
+                rest = processes.rss_mb(process.pid)
+                sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+                time.sleep(2.0)
+                result[kind] = round((processes.rss_mb(process.pid) - rest) * 1024 / count, 1)
+                for s in sockets:
+                    s.close()
+    return {"connections": count, "kib_each": result}
+
+
 SCENARIOS = {
     "chunks": lambda a: chunks(),
     "tls-silent": lambda a: tls_silent(),
@@ -370,6 +419,7 @@ SCENARIOS = {
     "get-flood": lambda a: get_flood(a.nodes),
     "preempt": lambda a: [preempt(n) for n in a.candidates],
     "sigterm": lambda a: sigterm(),
+    "per-connection": lambda a: per_connection(),
 }
 
 

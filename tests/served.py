@@ -2,7 +2,7 @@
 
 ``with served(limits={...}, config={...}) as server:`` starts
 :class:`extender.serving.application.ExtenderApplication` in a subprocess
-(:mod:`serve_runner`) on free ports, with the limits and configuration given
+(:mod:`benchmarks.limited_server`) on free ports, with the limits and configuration given
 (short deadlines for tests), waits until it logs ``serving``, and stops it
 with SIGTERM after the block. ``server.log()`` is what it logged (JSON lines).
 """
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-RUNNER = Path(__file__).with_name("serve_runner.py")
+ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "/cgpu-scheduler"
 
 
@@ -90,8 +90,8 @@ def served(limits: dict | None = None, config: dict | None = None, where: dict |
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
     with open(log_path, "w") as log:
-        process = subprocess.Popen([sys.executable, str(RUNNER), json.dumps(spec)], stdout=log, stderr=log,
-                                   preexec_fn=limit_files)
+        process = subprocess.Popen([sys.executable, "-m", "benchmarks.limited_server", json.dumps(spec)], stdout=log,
+                                   stderr=log, preexec_fn=limit_files, cwd=ROOT)
     server = Server(where["port"], where.get("probe_port"), process, log_path)
     try:
         deadline = time.monotonic() + startup

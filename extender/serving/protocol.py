@@ -13,7 +13,7 @@ gunicorn's) with what a scheduler component needs on top:
 * **counted from accept**, per port (:class:`~extender.serving.budgets.Port`),
   TLS connections while their handshake runs too (:class:`TLSConnection`, a
   TLS layer with a 32 KiB read buffer instead of asyncio's 256 KiB: a pending
-  handshake costs ~45 KiB, see ``benchmarks/RESULTS.md``);
+  handshake costs ~81 KiB instead of ~305; ``benchmarks.hostile per-connection``);
 * **request bytes as received**, framing included, taken from the worker's
   in-flight budget until the request is answered (503 beyond), a request over
   the body limit refused 413 (from ``Content-Length`` before its body is read),
