@@ -178,7 +178,7 @@ class ExtenderCollector:
         if measured is None:
             return
         yield _gauge("cgpu_stranded_gpus", "free share of partly used GPUs that no pod shape of the learned mix "
-                     "fits, where an untouched GPU would take one (policy.fragments), in GPUs",
+                     "fits, where an untouched GPU would take one (policy.fragmentation.fragments), in GPUs",
                      float(measured.per_node.sum()))
         yield _gauge("cgpu_unallocated_gpus", "unallocated share of healthy GPUs on sharing nodes, in GPUs",
                      float(measured.idle.sum()))

@@ -42,7 +42,7 @@ from policy.reasons import FITS
 from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
                             request_fields)
-from policy.shapes import ShapeMix
+from policy.fragmentation.shapes import ShapeMix
 from policy.defrag import DEFAULT_MAX_MOVES
 from policy.defrag.movable import DEFRAG_ANNOTATION
 from policy.victims import Resident, keep_proposal, select

@@ -1,7 +1,7 @@
 """The GPU share the cluster strands for its workload, for the metrics and the GPU map.
 
 For the shape mix learned from the pods filter has seen (the ``fragmentation``
-strategy's own mix, else one the service keeps), :func:`policy.fragments.stranded_share`:
+strategy's own mix, else one the service keeps), :func:`policy.fragmentation.fragments.stranded_share`:
 
 * per GPU, ``stranded``: a partly used GPU whose free share the workload's
   shapes could use on that node were the GPU untouched, and no shape the node
@@ -13,7 +13,7 @@ strategy's own mix, else one the service keeps), :func:`policy.fragments.strande
 Not FGD's fragmentation measure (``policy.fragmentation``, what the
 ``fragmentation`` strategy minimises): that one also counts every idle GPU of
 a node where a popular shape cannot run at all, which says where to place the
-next pod, not what is wasted (``policy.fragments`` says why).
+next pod, not what is wasted (``policy.fragmentation.fragments`` says why).
 
 It is kept while the cluster state's generation and the mix are those it was
 computed for; a recompute is O(nodes × GPUs × shape classes).
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policy.fragments import stranded_share
-from policy.shapes import ShapeMix
+from policy.fragmentation.fragments import stranded_share
+from policy.fragmentation.shapes import ShapeMix
 from policy.state import ClusterState
 
 
@@ -44,7 +44,7 @@ class Stranded:
 
 
 class StrandedMeter:
-    """:func:`policy.fragments.stranded_share` of a cluster state for a learned mix, kept per state
+    """:func:`policy.fragmentation.fragments.stranded_share` of a cluster state for a learned mix, kept per state
     generation and mix."""
 
     def __init__(self, state: ClusterState, mix: ShapeMix):

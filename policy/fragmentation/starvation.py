@@ -20,7 +20,7 @@ The fragmentation measure sees only the shapes that could no longer run
 over the pods to come. Without it, CPU-only pods, which change no shape's fit
 while CPU is plentiful, settle on nodes whose idle GPUs later go unfed.
 Where the cluster's free CPU is short, c̄ grows by the CPU-only pods' share
-that will land beside idle GPUs (:mod:`policy.spillover`).
+that will land beside idle GPUs (:mod:`policy.fragmentation.spillover`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from policy.request import GPURequest
-from policy.shapes import Shapes
+from policy.fragmentation.shapes import Shapes
 from policy.state import NodesView
 
 
@@ -42,7 +42,7 @@ def appetite(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory) -> tuple[n
 
 def rates(shapes: Shapes, pods_per_weight: np.ndarray, gpu_memory, cpu_only: bool = True) -> tuple[np.ndarray, ...]:
     """(c̄, h̄, r, r_h): :func:`appetite`, and the CPU and host memory of the CPU-only pods per GPU of
-    demand (:mod:`policy.spillover`), per value of ``gpu_memory``; 0 where there is no demand.
+    demand (:mod:`policy.fragmentation.spillover`), per value of ``gpu_memory``; 0 where there is no demand.
     ``cpu_only=False``: (c̄, h̄) alone."""
     gpu_memory = np.asarray(gpu_memory, dtype=np.float64)
     zero = np.zeros(gpu_memory.shape)

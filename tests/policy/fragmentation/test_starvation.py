@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.request import host_request, simple_request
-from policy.shapes import Shapes
-from policy.starvation import appetite, starved, starved_growth
+from policy.fragmentation.shapes import Shapes
+from policy.fragmentation.starvation import appetite, starved, starved_growth
 from policy.state import ClusterState
 
 GPU = 1000  # memory units per GPU, as in the milli mapping
@@ -81,7 +81,7 @@ def test_a_gpu_pod_with_little_cpu_relieves_a_starved_node():
 
 
 def test_the_measure_adds_starved_with_the_exact_idle_change_of_each_gpu():
-    from policy.fragmentation import growth_on, growth_per_gpu
+    from policy.fragmentation.growth import growth_on, growth_per_gpu
     v = view(node("n", gpus=2, cpu=12_000), usage=[("n", 0, 500)])
     shapes = Shapes.of([simple_request(500, cpu=4_000)], [1])
     pod = simple_request(250, cpu=4_000)

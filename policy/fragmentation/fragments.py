@@ -1,11 +1,11 @@
 """Stranded fragments: the free share of partly used GPUs that the workload's shapes cannot use.
 
-For a mix of task shapes (:class:`~policy.shapes.Shapes`; only shapes that ask
+For a mix of task shapes (:class:`~policy.fragmentation.shapes.Shapes`; only shapes that ask
 for a GPU count), GPU g of a node holds a *stranded fragment* when
 
 * it is a **fragment**: healthy, touched (some memory, compute or a pod on
   it) and with idle share left, ``idle(g) > 0``
-  (:func:`policy.fragmentation.idle`);
+  (:func:`policy.fragmentation.measure.idle`);
 * the workload **could** use it: some class u of the mix whose mode and GPU
   model let it run on the node would take g if g were untouched, and the node
   has at least k_u GPUs that would;
@@ -19,7 +19,7 @@ the node with the workload (sharing mode, model, GPU size), not capacity lost
 to fragments, and packing pods differently would not free anything. This is
 what the service reports as stranded (metrics, inspect, the GPU map).
 
-It differs from FGD's ``Frag(node)`` (:func:`policy.fragmentation.fragmentation`),
+It differs from FGD's ``Frag(node)`` (:func:`policy.fragmentation.measure.fragmentation`),
 which the ``fragmentation`` strategy minimises: ``Frag`` is the idle share
 the next pod of the mix is expected not to be able to use, so it counts every
 idle GPU of a node where a popular shape cannot run at all — a memory-only
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.fragmentation import allowed, gpu_takes, idle, runnable_any_host
-from policy.shapes import Shapes
+from policy.fragmentation.measure import allowed, gpu_takes, idle, runnable_any_host
+from policy.fragmentation.shapes import Shapes
 from policy.state import NodesView
 
 

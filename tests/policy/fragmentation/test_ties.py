@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.ties import tie
+from policy.fragmentation.ties import tie
 
 RESOLUTION = 2.0 ** -20
 node = st.tuples(st.integers(-4 * 2**20, 4 * 2**20).map(lambda k: k * RESOLUTION),  # a growth, rounded

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from policy.kept import KeptRows
+from policy.fragmentation.kept import KeptRows
 from policy.state import NodesView
 
 FIELDS = ("mode", "placement", "max_pod", "gpu_count", "memory_pods", "core_pods", "cpu_total", "cpu_used",
@@ -61,7 +61,7 @@ class NodeStates:
         first = np.empty(int(present.sum()), dtype=np.int64)
         # the first row of each state stands for it (numpy assigns in order; any row of a state would be
         # right): the same row from one decision to the next, so what is cached per row
-        # (policy.fragmentation.PartsCache) stays current for it
+        # (policy.fragmentation.cache.PartsCache) stays current for it
         first[group[::-1]] = np.arange(len(ids) - 1, -1, -1)
         return first, group
 

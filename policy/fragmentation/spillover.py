@@ -1,11 +1,11 @@
 """Spill-over: the share of the CPU-only pods to come whose CPU must come from beside idle GPUs.
 
-Starved (:mod:`policy.starvation`) feeds an idle GPU at c̄, the CPU a GPU of
+Starved (:mod:`policy.fragmentation.starvation`) feeds an idle GPU at c̄, the CPU a GPU of
 demand comes with. CPU-only pods come too, at a rate per GPU of demand
 
     r = Σ_{m CPU-only} n(m) · cpu(m) / Σ_{m GPU} n(m) · d(m)
 
-(``n``, ``d`` as in :mod:`policy.starvation`). While the cluster's free CPU
+(``n``, ``d`` as in :mod:`policy.fragmentation.starvation`). While the cluster's free CPU
 is more than its idle GPUs' pods and the CPU-only pods coming with them will
 want, CPU-only pods can run where no idle GPU needs the CPU. When it is less,
 the shortfall falls where they land, beside idle GPUs:
@@ -33,8 +33,8 @@ import threading
 
 import numpy as np
 
-from policy.fragmentation import idle
-from policy.kept import NEVER
+from policy.fragmentation.measure import idle
+from policy.fragmentation.kept import NEVER
 from policy.state import WRITING, NodesView
 
 # A decision moves the sums by a row or two, and k by a few thousandths: looking at every view cost ~90 µs

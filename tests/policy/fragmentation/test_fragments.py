@@ -1,4 +1,5 @@
-"""Stranded fragments (policy.fragments): hand-computed cases, a plain-Python reference, never an untouched GPU."""
+"""Stranded fragments (policy.fragmentation.fragments): hand-computed cases, a plain-Python reference,
+never an untouched GPU."""
 
 import numpy as np
 import pytest
@@ -6,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusters import clusters, requests
-from policy.fragmentation import fragmentation
-from policy.fragments import stranded_gpus, stranded_share
+from policy.fragmentation.measure import fragmentation
+from policy.fragmentation.fragments import stranded_gpus, stranded_share
 from policy.names import BINPACK, MODE_CORE, MODE_MEMORY, MODE_NONE, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.request import host_request, simple_request
-from policy.shapes import Shapes
+from policy.fragmentation.shapes import Shapes
 from policy.state import ClusterState
 
 
@@ -112,7 +113,7 @@ def takes(spec, used_mem, used_core, pods, g, shape) -> bool:
 
 
 def reference(state: ClusterState, shapes: list) -> dict:
-    """(node, gpu) → stranded, one GPU and one shape at a time (see policy.fragments' doc)."""
+    """(node, gpu) → stranded, one GPU and one shape at a time (see policy.fragmentation.fragments' doc)."""
     out = {}
     for name, spec in state.specs.items():
         row = state.index[name]

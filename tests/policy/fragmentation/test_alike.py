@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.alike import FIELDS, NodeStates
+from policy.fragmentation.alike import FIELDS, NodeStates
 from policy.names import BINPACK, MODE_MEMORY, SPREAD, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.state import ClusterState
