@@ -14,6 +14,7 @@ from extender.serving.asgi import ExtenderASGI
 from extender.verbs import VERBS, mimetype
 
 PREFIX = "/cgpu-scheduler"
+NOW = 1_795_000_000_000_000_000
 NODES = ["gpu-core-a", "gpu-core-b", "gpu-core-full", "gpu-cgpu-a", "gpu-share-a", "gpu-whole-a"]
 POD = scheduler_pod()
 BODIES = [
@@ -53,7 +54,9 @@ def flask_reply(client, verb, body, content_type):
 def test_the_direct_path_answers_every_request_as_flask_does(requests):
     """Two extenders on the same cluster, one asked through Flask, one directly: the same replies in
     the same order (a bind that succeeds on one must succeed on the other), state kept alike."""
-    flask_app, direct_app = create_app(Config()), create_app(Config())
+    # one fixed bind time for both: a bound pod's annotations carry it, and inspect shows them
+    flask_app, direct_app = (create_app(Config(), extender=build_extender(Config(), clock=lambda: NOW))
+                             for _ in range(2))
     client, served = flask_app.test_client(), ExtenderASGI(direct_app, PREFIX, threads=1)
     for verb, body, content_type in requests:
         status, kind, data, timing = direct_reply(served, verb, body, content_type)
