@@ -33,7 +33,8 @@ import numpy as np
 
 from benchmarks.synthetic import cluster_objects, pending_pod
 from extender.embedded import EmbeddedCluster
-from extender.ledger import Ledger, PodRef
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
 from extender.planning import PlanSettings, plan_of
 from policy.scoring import make_strategy
 from policy.state import ClusterState

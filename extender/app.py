@@ -38,7 +38,7 @@ from extender import wire
 from extender.cluster import make_cluster
 from extender.config import Config
 from extender.defrag.inputs import defrag_json
-from extender.ledger import Ledger
+from extender.ledger.ledger import Ledger
 from extender.logs import fields, get_logger
 from extender.metrics import VERBS as METRIC_VERBS
 from extender.metrics import Metrics

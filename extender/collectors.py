@@ -16,7 +16,7 @@ import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.samples import Sample
 
-from extender.pending import oldest_age
+from extender.ledger.pending import oldest_age
 from policy.names import MODE_CORE, MODE_NAMES, MODE_NONE, PLACEMENT_NAMES
 from policy.pools import pool_name
 

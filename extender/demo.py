@@ -17,7 +17,7 @@ cgpu node NVIDIA-A10, the whole-GPU node NVIDIA-A100-SXM4-80GB).
 
 from __future__ import annotations
 
-from extender import annotations as A
+from extender.ledger import annotations as A
 from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, GPU_MODEL_LABEL, NODE_PLACEMENT, NODE_SCHEDULE, WHOLE_GPU
 
 ASSUME_NS = 1_700_000_000_000_000_000

@@ -26,13 +26,15 @@ from collections import OrderedDict
 import numpy as np
 import orjson
 
-from extender import annotations as A, mapfeed, wire
+from extender.ledger import annotations as A
+from extender import mapfeed, wire
 from extender.cluster import ClusterError, NotLeading
-from extender.budgets import violations
-from extender.defrag.facts import controller_key, facts_of
+from extender.ledger.budgets import violations
+from extender.ledger.defrag_facts import controller_key, facts_of
 from extender.defrag.inputs import Defragged, defrag_of
-from extender.ledger import BindRejected, Ledger, PodRef
-from extender.podinfo import labels_of, priority_and_start
+from extender.ledger.records import BindRejected, PodRef
+from extender.ledger.ledger import Ledger
+from extender.ledger.podinfo import labels_of, priority_and_start
 from extender.nodelists import NodeLists
 from extender.outcomes import Outcomes
 from extender.planning import PlanCache, Planned, PlanSettings, plan_of

@@ -72,7 +72,7 @@ def from_objects(objects, settings: PlanSettings, max_moves: int) -> dict:
     """The plan for a ledger fed with these objects (Nodes, Pods, ConfigMaps, PodDisruptionBudgets)."""
     from extender.defrag.inputs import defrag_json, defrag_of
     from extender.embedded import EmbeddedCluster
-    from extender.ledger import Ledger
+    from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
     from policy.state import ClusterState
 

@@ -55,7 +55,7 @@ def from_endpoint(url: str, timeout: float = 10.0) -> dict:
 def from_objects(objects: list) -> dict:
     """The inspect report of a ledger fed with these Nodes, Pods and ConfigMaps."""
     from extender.embedded import EmbeddedCluster
-    from extender.ledger import Ledger
+    from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
     from policy.state import ClusterState
 

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from extender.clusterfile import ClusterFileError, load
     from extender.commands.inspect import SourceError, api_objects
     from extender.embedded import EmbeddedCluster
-    from extender.ledger import Ledger
+    from extender.ledger.ledger import Ledger
     from extender.plan_text import render
     from extender.planning import plan_json, plan_of
     from extender.templates import TemplatesError

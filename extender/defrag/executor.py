@@ -18,7 +18,7 @@ only — it needs the Eviction API):
      it places them);
   5. its first move: the replacement's GPUs are held for the evicted pod's
      controller and the room of every pod the plan lets in for that pod
-     (:mod:`extender.defrag.holds`, ``hold_seconds`` at most, replacing the
+     (:mod:`extender.ledger.defrag_holds`, ``hold_seconds`` at most, replacing the
      pending pods' holds of earlier rounds), then the pod is evicted through
      the Eviction API with its UID as precondition, so the API server
      enforces its PodDisruptionBudgets. Evicted: a Normal Event
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from extender.cluster import ClusterError
-from extender.defrag.holds import Hold
+from extender.ledger.defrag_holds import Hold
 from extender.defrag.inputs import Defragged, defrag_of
 from extender.logs import fields, get_logger
 from policy.defrag import DEFAULT_MAX_MOVES

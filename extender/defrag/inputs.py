@@ -9,9 +9,9 @@ Contract of :func:`defrag_of`:
 * the cluster is the ledger's snapshot with placeholders' shares free (they
   give way to any real pod), and the residents are the ledger's allocations
   but the placeholders'; a resident may move when its facts say so
-  (:mod:`extender.defrag.facts`), its binding is done (confirmed or
+  (:mod:`extender.ledger.defrag_facts`), its binding is done (confirmed or
   committed) and it is not being deleted; the PodDisruptionBudgets selecting
-  it are matched as preemption matches them (:mod:`extender.budgets`), with
+  it are matched as preemption matches them (:mod:`extender.ledger.budgets`), with
   the ``disruptionsAllowed`` of ``budgets`` (v1 PodDisruptionBudget objects);
 * a pod, pending or moved, may only go to nodes its ``nodeSelector``,
   required node affinity and tolerations allow (:mod:`policy.selectors`);
@@ -32,7 +32,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from extender.budgets import allowances, selecting
+from extender.ledger.budgets import allowances, selecting
 from policy.defrag import DEFAULT_MAX_MOVES, DefragPlan, Limits, Resident, Waiting, plan
 from policy.names import POD_PLACEMENT, REQUIRE_WHOLE_DEVICE
 from policy.request import GPURequest, simple_request

@@ -51,7 +51,7 @@ from collections import defaultdict
 
 import orjson
 
-from extender import annotations as A
+from extender.ledger import annotations as A
 from extender.cluster import ClusterError, NotLeading
 from extender.kube.reflector import Backoff, Reflector, api_status
 from extender.kube.api import RawApi

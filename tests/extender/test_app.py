@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from builders import container, pod, scheduler_pod
-from extender import annotations as A
+from extender.ledger import annotations as A
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.demo import demo_objects

@@ -58,9 +58,9 @@ def test_json_lines_are_streamed_one_object_at_a_time(tmp_path):
 
 def test_pods_before_their_nodes_give_the_same_ledger():
     from builders import pod as make_pod
-    from extender.annotations import write
+    from extender.ledger.annotations import write
     from extender.embedded import EmbeddedCluster
-    from extender.ledger import Ledger
+    from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
     from policy.state import ClusterState
 

@@ -10,7 +10,7 @@ from kubernetes import client
 from werkzeug.serving import make_server
 
 from builders import node, pod
-from extender import annotations as A
+from extender.ledger import annotations as A
 from extender.app import build_extender, create_app
 from extender.cli import main
 from extender.commands.inspect import from_api, from_endpoint, from_objects, kubectl_plugin

@@ -11,7 +11,7 @@ from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.embedded import EmbeddedCluster
 from extender.outcomes import ERROR_REASONS, ERROR_VERBS
-from extender.pending import PendingPod, oldest_age
+from extender.ledger.pending import PendingPod, oldest_age
 from test_metrics import PREFIX, scrape, series
 
 

@@ -1,8 +1,8 @@
 """The Kubernetes backend against a Kubernetes API over HTTP: sync, bind, watch, node changes."""
 
 from builders import node, pod
-from extender import annotations as A
-from extender.ledger import PodRef
+from extender.ledger import annotations as A
+from extender.ledger.records import PodRef
 from fakekube import wait_until
 from kubesteps import bind, create_pending, filter_, synced, used
 from policy.request import parse_pod_request

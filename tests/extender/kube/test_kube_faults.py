@@ -1,7 +1,7 @@
 """Fault cases of the Kubernetes backend, each against the fake API server over HTTP."""
 
 from builders import node, pod
-from extender import annotations as A
+from extender.ledger import annotations as A
 from extender.service import NOT_SYNCED
 from fakekube import FakeKube, free_port, wait_until
 from kubesteps import bind, filter_, synced, used
@@ -98,7 +98,7 @@ def test_readyz_is_503_until_synced_then_200(started):
 
 
 def test_reservations_whose_pods_vanish_are_released_by_watch_or_relist(kube, started):
-    from extender.ledger import PodRef
+    from extender.ledger.records import PodRef
     from policy.request import parse_pod_request
 
     extender, (in_flight, survivor) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)],
@@ -122,7 +122,7 @@ def test_reservations_whose_pods_vanish_are_released_by_watch_or_relist(kube, st
 
 
 def test_an_object_the_ledger_cannot_apply_is_skipped_not_retried_forever(kube, started, monkeypatch):
-    from extender.ledger import Ledger
+    from extender.ledger.ledger import Ledger
 
     real = Ledger.observe_pod
 

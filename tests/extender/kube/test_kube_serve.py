@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from builders import node, scheduler_pod
-from extender import annotations as A
+from extender.ledger import annotations as A
 from fakekube import FakeKube, free_port, wait_until
 
 KUBECONFIG = """\

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from builders import node, pod
-from extender import annotations as A
+from extender.ledger import annotations as A
 from fakekube import FakeKube, free_port, wait_until
 
 ELECT = ["--leader-elect", "--leader-elect-lease-duration", "1s", "--leader-elect-renew-deadline", "600ms",

@@ -1,6 +1,6 @@
 import json
 
-from extender import annotations as A
+from extender.ledger import annotations as A
 from policy.request import simple_request
 
 

@@ -1,8 +1,8 @@
-"""extender.nodefacts: what inspect says of a Node beside its GPUs, from whatever the Node holds."""
+"""extender.ledger.nodefacts: what inspect says of a Node beside its GPUs, from whatever the Node holds."""
 
 import pytest
 
-from extender.nodefacts import facts, kept_conditions
+from extender.ledger.nodefacts import facts, kept_conditions
 from policy.node import parse_node
 
 

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import node, pod
-from extender.ledger import Ledger, PodRef
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
 from policy.placement import evaluate
 from policy.request import parse_pod_request
 from policy.state import ClusterState

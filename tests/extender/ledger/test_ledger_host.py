@@ -1,7 +1,8 @@
 """The ledger counts every bound pod's CPU and host memory on its node."""
 
 from builders import container, node, pod
-from extender.ledger import Ledger, PodRef
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
 from policy.request import parse_pod_request
 from policy.scoring import make_strategy
 from policy.state import ClusterState

@@ -13,7 +13,7 @@ When the executor (:mod:`extender.defrag.executor`) evicts a pod, it holds:
   GPUs when they fit (it may go to any node it fits).
 
 Every pod but a hold's own, of the hold's priority or lower, sees the held
-GPUs as taken (:meth:`DefragHolds.hold_back`, as :mod:`extender.nominations`
+GPUs as taken (:meth:`DefragHolds.hold_back`, as :mod:`extender.ledger.nominations`
 does for preemptors; a pod of higher priority is not held back, as in
 kube-scheduler) — the pods of one plan too, so a replacement never takes the
 room the pending pod waits for. A held GPU may be counted past its capacity

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from extender.podinfo import priority_and_start
+from extender.ledger.podinfo import priority_and_start
 from policy.holds import held, rows_held
 from policy.placement import Evaluation, evaluate
 from policy.request import GPURequest, InvalidRequest, parse_pod_request

@@ -10,7 +10,7 @@ from builders import node, pod, running_pod
 from defrag_cases import owned
 from extender.app import build_extender
 from extender.config import Config
-from extender.defrag.holds import DefragHolds, Hold
+from extender.ledger.defrag_holds import DefragHolds, Hold
 from extender.embedded import EmbeddedCluster
 from policy.request import simple_request
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from extender.app import build_extender
 from extender.config import Config
 from extender.embedded import EmbeddedCluster
-from extender.ledger import Ledger, PodRef
-from extender.pending import PendingPods, pending_of
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
+from extender.ledger.pending import PendingPods, pending_of
 from policy.request import GPURequest, InvalidRequest
 from policy.scoring import make_strategy
 from policy.state import ClusterState
