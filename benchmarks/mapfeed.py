@@ -21,7 +21,7 @@ from benchmarks.operator_cluster import operator_objects
 from benchmarks.synthetic import pending_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from policy.request import parse_pod_request
 
 PREFIX = "/cgpu-scheduler"

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from benchmarks.synthetic import cluster_objects, pending_pod
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
 from extender.ledger.records import PodRef
 from extender.planning import PlanSettings, plan_of

@@ -32,7 +32,7 @@ import orjson
 from benchmarks.synthetic import POD_SHAPES, cluster_objects, pending_pod
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.records import PodRef
 from policy.reasons import FITS, UNRESOLVABLE_TABLE
 from policy.request import parse_pod_request

@@ -31,7 +31,7 @@ import orjson
 from benchmarks.synthetic import cluster_objects, pending_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from extender.outcomes import Outcomes
 from extender.stranded import StrandedMeter
 from policy.request import parse_pod_request

@@ -35,7 +35,7 @@ from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from extender import wire
-from extender.cluster import make_cluster
+from extender.cluster.factory import make_cluster
 from extender.config import Config
 from extender.defrag.inputs import defrag_json
 from extender.ledger.ledger import Ledger
@@ -77,7 +77,7 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     if config.leader_election is not None:
         if getattr(cluster, "kind", None) != "kubernetes":
             raise ValueError("leader election needs the Kubernetes backend")
-        from extender.kube.election import start_election
+        from extender.cluster.kube.election import start_election
 
         # before the watches start: a standby sends no events (the leader does)
         extender.leadership = start_election(config.leader_election, cluster)
@@ -102,7 +102,7 @@ def plan_settings(config: Config) -> PlanSettings:
 
 def start_placeholders(config: Config, extender: Extender) -> None:
     """Keep scale-up placeholder pods for the plan's new nodes (Kubernetes backend only)."""
-    from extender.kube.placeholders import Placeholders, PlaceholderSettings
+    from extender.cluster.kube.placeholders import Placeholders, PlaceholderSettings
 
     cluster = extender.cluster
     if getattr(cluster, "kind", None) != "kubernetes":

@@ -28,7 +28,7 @@ import orjson
 
 from extender.ledger import annotations as A
 from extender import mapfeed, wire
-from extender.cluster import ClusterError, NotLeading
+from extender.cluster.base import ClusterError, NotLeading
 from extender.ledger.budgets import violations
 from extender.ledger.defrag_facts import controller_key, facts_of
 from extender.defrag.inputs import Defragged, defrag_of
@@ -125,10 +125,10 @@ class Extender:
         self.observed = 0  # new pods whose request shapes were learned (see generation)
         self.planning = planning or PlanSettings()
         self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy, self.budgets))
-        self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
+        self.placeholders = None  # extender.cluster.kube.placeholders.Placeholders, with --scale-up-placeholders
         self.defrag_max_moves = DEFAULT_MAX_MOVES  # GET defrag's plan size unless asked otherwise
         self.defragger = None  # extender.defrag.executor.Executor, with --defrag-execute
-        self.leadership = None  # extender.leadership.Leadership, with leader election (None: always the leader)
+        self.leadership = None  # extender.cluster.leadership.Leadership, with leader election (None: always the leader)
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
@@ -155,7 +155,7 @@ class Extender:
 
     def refusal(self) -> str | None:
         """None while this replica answers the verbs; else why not (a standby, catching up, its
-        lease lapsed: extender.leadership), the ``Error`` of its 503 replies."""
+        lease lapsed: extender.cluster.leadership), the ``Error`` of its 503 replies."""
         return self.leadership.refusal() if self.leadership is not None else None
 
     def serving(self) -> bool:

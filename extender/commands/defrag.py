@@ -71,7 +71,7 @@ def from_endpoint(url: str, max_moves: int, timeout: float = 60.0) -> dict:
 def from_objects(objects, settings: PlanSettings, max_moves: int) -> dict:
     """The plan for a ledger fed with these objects (Nodes, Pods, ConfigMaps, PodDisruptionBudgets)."""
     from extender.defrag.inputs import defrag_json, defrag_of
-    from extender.embedded import EmbeddedCluster
+    from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
     from policy.state import ClusterState
@@ -83,7 +83,7 @@ def from_objects(objects, settings: PlanSettings, max_moves: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.clusterfile import ClusterFileError, load
+    from extender.cluster.clusterfile import ClusterFileError, load
     from extender.commands.inspect import SourceError, api_objects
     from extender.defrag.text import render
 

@@ -1,8 +1,8 @@
 """``serve``'s leader election flags: kube-scheduler's names, defaults and rules.
 
-``--leader-elect`` campaigns for a Lease (:mod:`extender.kube.election`);
+``--leader-elect`` campaigns for a Lease (:mod:`extender.cluster.kube.election`);
 ``--leader-elect-follow`` follows one instead (the sidecar variant:
-:mod:`extender.kube.follow`). Durations are Go durations (``8s``, ``1m30s``,
+:mod:`extender.cluster.kube.follow`). Durations are Go durations (``8s``, ``1m30s``,
 ``500ms``; parsed by ``durationpy``, which follows Go's ``time.ParseDuration``)
 and must be above zero, with retry period < renew deadline < lease duration
 (kube-scheduler's validation; client-go also wants the renew deadline above 1.2
@@ -12,7 +12,7 @@ namespace file, else ``kube-system``); the identity is the pod's name
 (``POD_NAME``, else the host name) plus ``_`` and a UUID, as kube-scheduler
 makes its ``hostname_uuid``.
 
-Imports: :mod:`extender.leadership` only (and ``durationpy``).
+Imports: :mod:`extender.cluster.leadership` only (and ``durationpy``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import uuid
 
 import durationpy
 
-from extender.leadership import ElectionSettings
+from extender.cluster.leadership import ElectionSettings
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DURATIONS = (("lease_duration", "leader_elect_lease_duration"), ("renew_deadline", "leader_elect_renew_deadline"),

@@ -54,7 +54,7 @@ def from_endpoint(url: str, timeout: float = 10.0) -> dict:
 
 def from_objects(objects: list) -> dict:
     """The inspect report of a ledger fed with these Nodes, Pods and ConfigMaps."""
-    from extender.embedded import EmbeddedCluster
+    from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
     from policy.state import ClusterState
@@ -75,7 +75,7 @@ def api_objects(kubeconfig: str | None = None, api_client=None, budgets: bool = 
     import orjson
     from kubernetes import client
 
-    from extender.kube import connect
+    from extender.cluster.kube import connect
     from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
 
     if api_client is None:

@@ -57,9 +57,9 @@ def settings_of(args: argparse.Namespace) -> PlanSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.clusterfile import ClusterFileError, load
+    from extender.cluster.clusterfile import ClusterFileError, load
     from extender.commands.inspect import SourceError, api_objects
-    from extender.embedded import EmbeddedCluster
+    from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
     from extender.plan_text import render
     from extender.planning import plan_json, plan_of

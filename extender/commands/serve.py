@@ -82,7 +82,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.clusterfile import ClusterFileError, check
+    from extender.cluster.clusterfile import ClusterFileError, check
     from extender.serving.application import ExtenderApplication, ListenError, Listening
     from extender.serving.budgets import Limits
     from extender.templates import TemplatesError
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     kubernetes = False
     if not args.cluster and not args.demo:
-        from extender.kube import connect
+        from extender.cluster.kube import connect
 
         if connect.available(args.kubeconfig) is None:  # never the demo unless asked for: it would report Ready
             need = ("leader election needs the Kubernetes backend, and" if leader_election is not None

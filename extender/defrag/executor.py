@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from extender.cluster import ClusterError
+from extender.cluster.base import ClusterError
 from extender.ledger.defrag_holds import Hold
 from extender.defrag.inputs import Defragged, defrag_of
 from extender.logs import fields, get_logger

@@ -9,8 +9,8 @@ from builders import container, pod, scheduler_pod
 from extender.ledger import annotations as A
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.demo import demo_objects
-from extender.embedded import EmbeddedCluster
+from extender.cluster.demo import demo_objects
+from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"
 DEMO_NODES = ["gpu-core-a", "gpu-core-b", "gpu-core-full", "gpu-cgpu-a", "gpu-share-a", "gpu-whole-a"]

@@ -14,7 +14,7 @@ import pytest
 from builders import container, node, pod, run_interleaved
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from policy.scoring import STRATEGIES
 
 PREFIX = "/cgpu-scheduler"

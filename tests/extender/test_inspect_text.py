@@ -16,8 +16,8 @@ from extender.cli import main
 from extender.commands.inspect import from_api, from_endpoint, from_objects, kubectl_plugin
 from extender.config import Config
 from extender.inspect_text import UnknownNode, render
-from extender.kube.backend import KubernetesCluster
-from extender.kube.reflector import Backoff
+from extender.cluster.kube.backend import KubernetesCluster
+from extender.cluster.kube.reflector import Backoff
 from fakekube import FakeKube, wait_until
 
 NS = 1_700_000_000_000_000_000

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from builders import container, node, pod, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from policy.reasons import MESSAGES, NAMES
 
 PREFIX = "/cgpu-scheduler"

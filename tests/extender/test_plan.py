@@ -9,7 +9,7 @@ from builders import node, pod
 from extender.app import create_app
 from extender.cli import main
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 
 POOL_KEY = "alibabacloud.com/nodepool-id"
 TAINT = {"key": "scaler", "value": "gpu", "effect": "NoSchedule"}

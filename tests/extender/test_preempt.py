@@ -6,7 +6,7 @@ import orjson
 from builders import node, pod, running_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"
 

@@ -7,7 +7,7 @@ import orjson
 from builders import node, pod
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 
 NODES = [node("busy", "cgpu", gpus=2, gib=16), node("idle", "cgpu", gpus=2, gib=16)]
 NAMES = ["busy", "idle"]

@@ -6,7 +6,7 @@ import extender.service as service_module
 from builders import node, pod
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 
 NODES = ["a", "b"]
 

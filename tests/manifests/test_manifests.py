@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from policy.names import MODE_CORE
 from policy.node import parse_node
 from policy.request import parse_pod_request

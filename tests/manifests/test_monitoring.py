@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from builders import node, pod, scheduler_pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.kube.backend import KubernetesCluster
-from extender.kube.reflector import Backoff
+from extender.cluster.kube.backend import KubernetesCluster
+from extender.cluster.kube.reflector import Backoff
 from extender.metrics import Metrics
 from fakekube import FakeKube, wait_until
 from policy.request import parse_pod_request

@@ -11,7 +11,7 @@ from defrag_cases import owned
 from extender.app import build_extender
 from extender.config import Config
 from extender.ledger.defrag_holds import DefragHolds, Hold
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from policy.request import simple_request
 
 NODES = ["gpu-a", "gpu-b"]

@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from builders import node, pod, run_interleaved
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
 from policy.scoring import make_strategy
 from policy.state import ClusterState

@@ -7,7 +7,7 @@ import orjson
 from builders import node, pod
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 
 
 def test_snapshot_leaves_out_one_namespace_and_is_consistent_while_binds_run():

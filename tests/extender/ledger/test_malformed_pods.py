@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from builders import container, node, pod
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from test_ledger_properties import ledger_fingerprint
 
 NAMES = ["core-a", "cgpu-a"]

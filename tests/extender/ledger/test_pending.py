@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from extender.app import build_extender
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
 from extender.ledger.records import PodRef
 from extender.ledger.pending import PendingPods, pending_of

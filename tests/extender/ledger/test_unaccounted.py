@@ -8,7 +8,7 @@ import yaml
 from builders import node, pod
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"
 MEM, CORE = "aliyun.com/gpu-mem", "aliyun.com/gpu-core.percentage"

@@ -14,7 +14,7 @@ from builders import node, pod
 from fakekube import wait_until
 from kubesteps import bind, filter_, synced
 
-RBAC = Path(__file__).resolve().parents[3] / "manifests" / "base" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[4] / "manifests" / "base" / "rbac.yaml"
 VERBS = {"PATCH": "patch", "POST": "create", "PUT": "update", "DELETE": "delete"}
 
 

@@ -3,8 +3,8 @@ from kubernetes import client
 
 from extender.app import build_extender
 from extender.config import Config
-from extender.kube.backend import KubernetesCluster
-from extender.kube.reflector import Backoff
+from extender.cluster.kube.backend import KubernetesCluster
+from extender.cluster.kube.reflector import Backoff
 from fakekube import FakeKube
 
 FAST = Backoff(initial=0.02, maximum=0.2)

@@ -9,8 +9,8 @@ import time
 import pytest
 from kubernetes import client
 
-from extender.kube.api import direct_client
-from extender.kube.httpclient import KeepAliveClient, ReplyError
+from extender.cluster.kube.api import direct_client
+from extender.cluster.kube.httpclient import KeepAliveClient, ReplyError
 from pki import make_pki
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\": true}"
@@ -244,7 +244,7 @@ def test_a_proxy_leaves_the_writes_to_the_clients_own_transport():
 
 
 def test_a_transport_failure_without_a_message_is_still_a_cluster_error():
-    from extender.kube.backend import _cluster_error
+    from extender.cluster.kube.backend import _cluster_error
 
     error = _cluster_error(ConnectionResetError())
     assert error.status is None and "Kubernetes API unreachable: ConnectionResetError" in str(error)

@@ -5,7 +5,7 @@ import threading
 import time
 
 from builders import node, pod
-from extender.kube.backend import ALLOCATED, UNACCOUNTED
+from extender.cluster.kube.backend import ALLOCATED, UNACCOUNTED
 from extender.logs import JsonFormatter, get_logger
 from fakekube import wait_until
 from kubesteps import bind, filter_, synced
@@ -61,7 +61,7 @@ def test_a_full_event_queue_drops_the_event_at_once_and_counts_it(kube):
 
 
 def test_a_burst_of_events_goes_in_one_write_and_a_failed_one_is_counted_alone(kube):
-    from extender.kube import backend
+    from extender.cluster.kube import backend
 
     cluster = connect(kube)
     sent, settles = [], []
@@ -109,7 +109,7 @@ def test_a_batch_of_events_reaches_the_api_server_pipelined(kube):
 
 
 def test_a_fault_while_building_events_fails_that_batch_and_the_thread_goes_on(kube, monkeypatch):
-    from extender.kube import backend
+    from extender.cluster.kube import backend
 
     cluster = connect(kube)
     message = backend._event_message

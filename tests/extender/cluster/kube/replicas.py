@@ -17,7 +17,7 @@ import orjson
 from conftest import connect
 from extender.app import build_extender, create_app
 from extender.config import Config
-from extender.leadership import ElectionSettings
+from extender.cluster.leadership import ElectionSettings
 from fakekube import wait_until
 
 FAST = ElectionSettings(lease_duration=1.0, renew_deadline=0.6, retry_period=0.2, name="cgpu-extender",
@@ -65,8 +65,8 @@ class Replica:
     @property
     def loop(self):
         """The replica's election loop (an Elector or a Follower): what its backend stops with it."""
-        from extender.kube.election import Elector
-        from extender.kube.follow import Follower
+        from extender.cluster.kube.election import Elector
+        from extender.cluster.kube.follow import Follower
 
         return next(cb.__self__ for cb in self.cluster._on_stop if isinstance(getattr(cb, "__self__", None),
                                                                               (Elector, Follower)))

@@ -1,4 +1,4 @@
-"""Cluster backends: where nodes and pods come from and where bindings go.
+"""The backend interface: where nodes and pods come from and where bindings go, and its errors.
 
 A backend has:
 
@@ -17,8 +17,8 @@ A backend has:
   tell;
 * ``stop()``.
 
-Backends: :class:`extender.embedded.EmbeddedCluster` (demo, cluster file) and
-:class:`extender.kube.backend.KubernetesCluster` (the API server).
+Backends: :class:`extender.cluster.embedded.EmbeddedCluster` (demo, cluster file) and
+:class:`extender.cluster.kube.backend.KubernetesCluster` (the API server).
 """
 
 from __future__ import annotations
@@ -32,23 +32,4 @@ class ClusterError(Exception):
 
 
 class NotLeading(ClusterError):
-    """Nothing was written: this replica does not hold the leader lease (extender.leadership)."""
-
-
-def make_cluster(config):
-    """The backend ``config`` asks for: its cluster file, the Kubernetes API, or the demo."""
-    if config.cluster_file:
-        from extender.clusterfile import stream
-        from extender.embedded import EmbeddedCluster
-
-        return EmbeddedCluster(stream(config.cluster_file), source=config.cluster_file)
-    if config.kubernetes:
-        from extender.kube import connect
-        from extender.kube.backend import KubernetesCluster
-
-        return KubernetesCluster.from_configuration(connect.load(config.kubeconfig),
-                                                    source=connect.available(config.kubeconfig) or "kubernetes")
-    from extender.demo import demo_objects
-    from extender.embedded import EmbeddedCluster
-
-    return EmbeddedCluster(demo_objects(), source="demo")
+    """Nothing was written: this replica does not hold the leader lease (extender.cluster.leadership)."""

@@ -1,9 +1,9 @@
 """The Kubernetes backend: the ledger fed by the API server, bindings written to it.
 
 :class:`KubernetesCluster` implements the backend protocol of
-:mod:`extender.cluster`. Contract:
+:mod:`extender.cluster.base`. Contract:
 
-* three :class:`~extender.kube.reflector.Reflector` threads list and watch
+* three :class:`~extender.cluster.kube.reflector.Reflector` threads list and watch
   Nodes, Pods (all namespaces) and the ConfigMaps of ``kube-system`` and feed
   the ledger through the same ``observe_*``/``forget_*`` calls the embedded
   cluster uses; those calls take only a node's lock, briefly, so the watches
@@ -33,7 +33,7 @@
 * ``evict`` posts a policy/v1 Eviction with the pod's UID as precondition:
   the API server checks the PodDisruptionBudgets and answers 429 for one that
   allows no disruption (``evict`` returns False then).
-* with leader election (``fence``: an :class:`extender.leadership.Leadership`)
+* with leader election (``fence``: an :class:`extender.cluster.leadership.Leadership`)
   bind's writes are counted while they run and each is checked right before
   it is sent: once the replica may not write, :class:`NotLeading` is raised
   and nothing goes out. Only a serving replica sends the Warning events
@@ -52,9 +52,9 @@ from collections import defaultdict
 import orjson
 
 from extender.ledger import annotations as A
-from extender.cluster import ClusterError, NotLeading
-from extender.kube.reflector import Backoff, Reflector, api_status
-from extender.kube.api import RawApi
+from extender.cluster.base import ClusterError, NotLeading
+from extender.cluster.kube.reflector import Backoff, Reflector, api_status
+from extender.cluster.kube.api import RawApi
 from extender.logs import fields, get_logger
 from policy.allocation import per_gpu
 from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
@@ -122,7 +122,7 @@ class KubernetesCluster:
         self._events: queue.Queue = queue.Queue(maxsize=1000)  # (reason, pod metadata, node, annotations)
         self._events_thread: threading.Thread | None = None
         self._on_stop: list = []
-        self.fence = None  # with leader election: the extender.leadership.Leadership every allocating write asks
+        self.fence = None  # with leader election: the extender.cluster.leadership.Leadership every allocating write asks
         self._event_counts: dict = defaultdict(int)  # (reason, "sent" | "failed" | "dropped") → events
         self._event_counts_lock = threading.Lock()
         self.log = get_logger()
@@ -403,7 +403,7 @@ class KubernetesCluster:
         except Exception as exc:  # noqa: BLE001 - sockets, TLS and the API raise many types; all mean "failed"
             raise _cluster_error(exc) from None
 
-    call = _call  # for loops that share this client and its error handling (extender.kube.placeholders)
+    call = _call  # for loops that share this client and its error handling (extender.cluster.kube.placeholders)
 
 
 def _cluster_error(exc: Exception) -> ClusterError:

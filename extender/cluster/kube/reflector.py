@@ -25,7 +25,7 @@ A :class:`Reflector` runs in its own thread. Contract:
   callbacks have seen at least that much;
 * :meth:`relist` (any thread) ends the current watch and lists again at
   once; :meth:`listed_since` tells when a list started after that call has
-  completed (a new leader's catch-up: extender.kube.catchup).
+  completed (a new leader's catch-up: extender.cluster.kube.catchup).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from builders import node, pod
 from conftest import connect
 from extender.app import build_extender
 from extender.config import Config
-from extender.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
+from extender.cluster.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
 from extender.metrics import Metrics
 from extender.planning import plan_json
 from fakekube import wait_until
@@ -191,7 +191,7 @@ def test_the_loop_runs_by_itself(kube, extender_on):
 @pytest.mark.parametrize("schedule,gpus,fits", [("cgpu", 4, True), ("share", 1, True), ("core_mem", 1, True),
                                                 ("core_mem", 2, False)])
 def test_a_placeholder_fits_an_empty_node_of_its_pool_and_no_other(schedule, gpus, fits):
-    from extender.kube.placeholders import PlaceholderSettings, placeholder_pod
+    from extender.cluster.kube.placeholders import PlaceholderSettings, placeholder_pod
     from policy.placement import evaluate
     from policy.pools import pools_of
     from policy.request import parse_pod_request
@@ -229,7 +229,7 @@ def test_every_request_of_the_loop_is_granted_by_rbac_and_the_placeholder_varian
     wait_until(lambda: plan_json(extender.plan())["pending"] == 0, what="the deletion")
     extender.placeholders.reconcile()
     assert extender.placeholders.stats.created == extender.placeholders.stats.deleted == 1
-    variant = Path(__file__).resolve().parents[3] / "manifests" / "components" / "autoscaling" / "placeholders.yaml"
+    variant = Path(__file__).resolve().parents[4] / "manifests" / "components" / "autoscaling" / "placeholders.yaml"
     (role,) = [d for d in yaml.safe_load_all(variant.read_text()) if d and d["kind"] == "Role"]
     own = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
     cluster, _ = granted()

@@ -10,7 +10,7 @@ from fakekube import wait_until
 from replicas import FAST, Replica, leader_of
 from test_kube_rbac import granted, needed
 from test_leader_follow import FOLLOW, Scheduler
-from extender.kube.follow import this_host
+from extender.cluster.kube.follow import this_host
 from fakeleases import LEASE_PATH
 
 ELECTION = FAST  # kube-system/cgpu-extender

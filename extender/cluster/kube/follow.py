@@ -10,7 +10,7 @@ Lease is all the RBAC it needs; no watch — and is active only while
   identity is ``<hostname>_<uuid>`` and the static pod shares the host's
   network and name, so the part before the first ``_`` is compared with
   :func:`this_host`; and
-* by this process's clock (:func:`extender.leadership.clock`), the
+* by this process's clock (:func:`extender.cluster.leadership.clock`), the
   ``renewTime`` last *changed* at most a renew deadline ago. The change is
   dated by the send time of the read that first showed it (the renewal
   happened before that read was answered). At start the first read shows no
@@ -22,13 +22,13 @@ kube-scheduler waits out the old leader's lease before it takes over, and the
 old leader's extender stops answering within its own renew deadline (the old
 scheduler, unable to renew, also exits). When this extender sees its scheduler
 hold the Lease it is ``catching-up`` — every verb answered 503 — until its view
-holds every bind made before (:mod:`extender.kube.catchup`: a consistent read of
+holds every bind made before (:mod:`extender.cluster.kube.catchup`: a consistent read of
 the current resourceVersion, then the pods watch, or a new list, at or past it);
 only then does it answer. kube-scheduler treats the 503s as a failed scheduling
 attempt and retries the pods with backoff.
 
-Imports: :mod:`extender.cluster`, :mod:`extender.leadership`, :mod:`extender.logs`,
-:mod:`extender.kube.lease`, :mod:`extender.kube.catchup`.
+Imports: :mod:`extender.cluster.base`, :mod:`extender.cluster.leadership`, :mod:`extender.logs`,
+:mod:`extender.cluster.kube.lease`, :mod:`extender.cluster.kube.catchup`.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ import math
 import socket
 import threading
 
-from extender.cluster import ClusterError
-from extender.kube.catchup import CatchUp
-from extender.kube.lease import LeaseClient, holder_of, spec_of
-from extender.leadership import ElectionSettings, Leadership, clock
+from extender.cluster.base import ClusterError
+from extender.cluster.kube.catchup import CatchUp
+from extender.cluster.kube.lease import LeaseClient, holder_of, spec_of
+from extender.cluster.leadership import ElectionSettings, Leadership, clock
 from extender.logs import fields, get_logger
 
 ERROR_LOG_SECONDS = 30.0

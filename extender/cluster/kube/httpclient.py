@@ -9,7 +9,7 @@ open, with a parser that reads only what a reply needs. Contract:
 
 * ``request(method, path, headers, body)`` → ``(status, reason, data)``;
   ``gate``, where given, is called right before the request is sent (a
-  leader's last check that it still holds its lease: extender.leadership);
+  leader's last check that it still holds its lease: extender.cluster.leadership);
   a transport failure raises :class:`OSError` (``ssl.SSLError`` and
   :class:`ReplyError` for a reply it cannot read are ``OSError`` too);
   ``pipeline(requests)`` sends several at once and answers each with its

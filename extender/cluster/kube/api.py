@@ -10,9 +10,9 @@ Evictions) go through
 bytes, the client's own TLS settings and authentication. Failures are raised
 as the client's ``ApiException`` (status, reason, body), so callers handle them
 as before. The leader election's Lease reads and writes
-(:mod:`extender.kube.lease`) use :meth:`RawApi.request` too.
+(:mod:`extender.cluster.kube.lease`) use :meth:`RawApi.request` too.
 
-Transport: a :class:`~extender.kube.httpclient.KeepAliveClient` (a kept
+Transport: a :class:`~extender.cluster.kube.httpclient.KeepAliveClient` (a kept
 connection per thread, TLS built from the client configuration: CA, client
 certificate, ``verify_ssl``, ``assert_hostname``, ``tls_server_name``) where
 the configuration asks for no proxy; else the client's own urllib3 pool,
@@ -32,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from extender.kube.httpclient import KeepAliveClient
+from extender.cluster.kube.httpclient import KeepAliveClient
 
 AUTH_TTL = 1.0  # seconds an auth header is reused before the client is asked again
 

@@ -18,7 +18,7 @@ from test_kube_rbac import needed
 
 NODES = ["gpu-a", "gpu-b"]
 HELD = "room for this pod is held on another node (defragmentation)"
-MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[4] / "manifests"
 
 
 def start(started, kube, budget_allowed=1, **settings):
@@ -170,7 +170,7 @@ def test_defrag_execute_needs_the_kubernetes_backend_and_sane_flags(capsys):
     from extender.app import build_extender
     from extender.cli import main
     from extender.config import Config
-    from extender.embedded import EmbeddedCluster
+    from extender.cluster.embedded import EmbeddedCluster
 
     extender = build_extender(Config(defrag_execute=True), cluster=EmbeddedCluster(thirds(), "test"))
     assert extender.defragger is None  # the embedded cluster cannot evict

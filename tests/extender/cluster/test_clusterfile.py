@@ -2,7 +2,7 @@ import pytest
 import yaml
 
 from builders import node, pod
-from extender.clusterfile import ClusterFileError, load, parse_objects
+from extender.cluster.clusterfile import ClusterFileError, load, parse_objects
 
 
 def test_kubectl_list_dump(tmp_path):
@@ -41,7 +41,7 @@ def test_missing_file(tmp_path):
 def test_json_lines_are_streamed_one_object_at_a_time(tmp_path):
     import orjson
 
-    from extender.clusterfile import check, stream
+    from extender.cluster.clusterfile import check, stream
 
     path = tmp_path / "c.jsonl"
     path.write_bytes(orjson.dumps(pod("p")) + b"\n\n" + orjson.dumps(node("a")) + b"\n" +
@@ -59,7 +59,7 @@ def test_json_lines_are_streamed_one_object_at_a_time(tmp_path):
 def test_pods_before_their_nodes_give_the_same_ledger():
     from builders import pod as make_pod
     from extender.ledger.annotations import write
-    from extender.embedded import EmbeddedCluster
+    from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
     from policy.state import ClusterState
@@ -79,7 +79,7 @@ def test_pods_before_their_nodes_give_the_same_ledger():
 def test_a_path_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path):
     import os
 
-    from extender.clusterfile import ClusterFileError, check
+    from extender.cluster.clusterfile import ClusterFileError, check
 
     fifo = tmp_path / "cluster.fifo"
     os.mkfifo(fifo)  # opening it to read would block until a writer came
@@ -100,7 +100,7 @@ h: [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
 
 
 def test_yaml_aliases_are_refused_before_they_expand(tmp_path):
-    from extender.clusterfile import ClusterFileError, check
+    from extender.cluster.clusterfile import ClusterFileError, check
 
     path = tmp_path / "laughs.yaml"
     path.write_text(BILLION_LAUGHS)

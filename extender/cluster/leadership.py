@@ -1,28 +1,28 @@
 """Which replica answers the verbs: the leadership state one election thread writes and every request reads.
 
-With leader election (``serve --leader-elect``, :mod:`extender.kube.election`;
-or ``--leader-elect-follow``, :mod:`extender.kube.follow`) every replica keeps
+With leader election (``serve --leader-elect``, :mod:`extender.cluster.kube.election`;
+or ``--leader-elect-follow``, :mod:`extender.cluster.kube.follow`) every replica keeps
 its ledger synced from the watch, and only the one holding the lease answers
 filter, prioritize, preempt and bind. :class:`Leadership` is that replica's
 view of its own role. Contract:
 
 * roles: ``standby`` (another replica holds the lease, or none does),
   ``catching-up`` (this replica holds the lease but its view may still miss
-  binds the previous leader made: :mod:`extender.kube.catchup`), ``leader``;
+  binds the previous leader made: :mod:`extender.cluster.kube.catchup`), ``leader``;
 * the election thread extends the lease's hold to ``until``, a time on
   :func:`clock` (the send time of the last successful renewal plus the renew
   deadline): the replica serves only while ``leader`` and ``clock() < until``,
   read at every call, so it stops on time even when the election thread
   itself is stalled (a hung request, a paused process);
 * :meth:`check` is called right before a write that allocates (the
-  Binding, an annotation patch) and raises :class:`~extender.cluster.NotLeading`
+  Binding, an annotation patch) and raises :class:`~extender.cluster.base.NotLeading`
   when the replica may not write; :meth:`writing` also counts writes in
   flight, so that a leader releasing its lease first waits for them;
 * every change of role is logged (one JSON line) and counted per new role;
   the state is read under one lock (the request threads and the election
   thread share it).
 
-Imports: :mod:`extender.cluster` (the error type) and :mod:`extender.logs` only.
+Imports: :mod:`extender.cluster.base` (the error type) and :mod:`extender.logs` only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from extender.cluster import NotLeading
+from extender.cluster.base import NotLeading
 from extender.logs import fields, get_logger
 
 STANDBY, CATCHING_UP, LEADER = "standby", "catching-up", "leader"

@@ -2,9 +2,6 @@
 against the API server, a new process (a new Ledger fed from the API's objects) reaches
 exactly the ledger of the one that made the binds."""
 
-import os
-import sys
-
 import numpy as np
 import orjson
 from hypothesis import settings
@@ -17,8 +14,7 @@ from extender.app import build_extender
 from extender.config import Config
 from fakekube import FakeKube, wait_until
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
-from test_ledger_properties import ledger_fingerprint, pod_shapes  # noqa: E402
+from test_ledger_properties import ledger_fingerprint, pod_shapes
 
 NODES = [node("core-a", "core_mem", gpus=2, gib=15), node("cgpu-a", "cgpu", gpus=2, gib=22, max_pod="3"),
          node("share-a", "share", gpus=1, gib=15, placement="spread")]

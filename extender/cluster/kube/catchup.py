@@ -6,7 +6,7 @@ duration the new leader waited). So once the lease is this replica's:
 
 1. wait for the first sync, if it is not done yet;
 2. read the API's current resourceVersion ``X`` with a consistent LIST
-   (:meth:`~extender.kube.backend.KubernetesCluster.resource_version_now`:
+   (:meth:`~extender.cluster.kube.backend.KubernetesCluster.resource_version_now`:
    pods, ``limit=1``, no resourceVersion): every write completed before
    the read — the old leader's last Binding included — is at or below ``X``;
 3. wait until the pods reflector's resourceVersion is at least ``X`` (it is
@@ -16,9 +16,9 @@ duration the new leader waited). So once the lease is this replica's:
    in a quiet cluster the pods watch may see no event and no bookmark
    (kube-apiserver sends one about once a minute) for a long time. So after
    ``watch_wait`` seconds the reflector is made to list again
-   (:meth:`~extender.kube.reflector.Reflector.relist`): a consistent list
+   (:meth:`~extender.cluster.kube.reflector.Reflector.relist`): a consistent list
    taken after ``X`` was read;
-4. then :meth:`~extender.leadership.Leadership.caught_up` for this term
+4. then :meth:`~extender.cluster.leadership.Leadership.caught_up` for this term
    only: a catch-up whose term ended (the lease lost meanwhile) leads to
    nothing, and the next term catches up anew.
 
@@ -26,15 +26,15 @@ resourceVersions are compared as integers (kube-apiserver's are etcd
 revisions); where one is not an integer only the relist can finish the
 catch-up.
 
-Imports: :mod:`extender.cluster`, :mod:`extender.leadership`, :mod:`extender.logs`.
+Imports: :mod:`extender.cluster.base`, :mod:`extender.cluster.leadership`, :mod:`extender.logs`.
 """
 
 from __future__ import annotations
 
 import threading
 
-from extender.cluster import ClusterError
-from extender.leadership import Leadership, clock
+from extender.cluster.base import ClusterError
+from extender.cluster.leadership import Leadership, clock
 from extender.logs import fields, get_logger
 
 WATCH_WAIT = 1.0  # seconds the pods watch gets to pass X before the pods are listed again

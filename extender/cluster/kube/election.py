@@ -1,6 +1,6 @@
 """``serve --leader-elect``: one Lease, one leader; the others stand by with their view synced.
 
-Our own Lease loop over :class:`~extender.kube.api.RawApi`, not the
+Our own Lease loop over :class:`~extender.cluster.kube.api.RawApi`, not the
 ``kubernetes`` client's ``leaderelection`` package. Read in 37.0.2 (the
 installed version): it has a ``LeaseLock``, but it times everything with
 ``time.time()`` (a wall-clock step moves its deadlines); its leader measures
@@ -22,12 +22,12 @@ so the loop below keeps client-go's rules (kube-scheduler's) and adds them:
 * the leader renews every retry period (a ``PUT`` from the Lease it wrote
   last; on 409 it reads and judges again). It holds until the *send* time of
   its last successful write plus the renew deadline, measured on
-  :func:`extender.leadership.clock`; :class:`~extender.leadership.Leadership`
+  :func:`extender.cluster.leadership.clock`; :class:`~extender.cluster.leadership.Leadership`
   compares with that at every request and right before every Binding, so a
   leader that cannot renew — cut off, its thread stalled, the process paused
   — stops before its lease can have expired anywhere else (renew deadline <
   lease duration), however late this thread notices;
-* on taking the lease the replica catches up (:mod:`extender.kube.catchup`)
+* on taking the lease the replica catches up (:mod:`extender.cluster.kube.catchup`)
   before it answers a verb; after losing it, it stands by and catches up
   again the next time;
 * :meth:`Elector.stop` (SIGTERM) stops answering first, waits for the writes
@@ -36,8 +36,8 @@ so the loop below keeps client-go's rules (kube-scheduler's) and adds them:
   over at its next read instead of a lease duration later.
 
 Lease requests time out after half the renew deadline (at least 0.5 s).
-Imports: :mod:`extender.cluster`, :mod:`extender.leadership`, :mod:`extender.logs`,
-:mod:`extender.kube.api`, :mod:`extender.kube.lease`, :mod:`extender.kube.catchup`.
+Imports: :mod:`extender.cluster.base`, :mod:`extender.cluster.leadership`, :mod:`extender.logs`,
+:mod:`extender.cluster.kube.api`, :mod:`extender.cluster.kube.lease`, :mod:`extender.cluster.kube.catchup`.
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ import math
 import threading
 import time
 
-from extender.cluster import ClusterError
-from extender.kube.api import RawApi
-from extender.kube.catchup import CatchUp
-from extender.kube.lease import LeaseClient, holder_of, micro_time, record_of, spec_of
-from extender.leadership import ElectionSettings, Leadership, clock
+from extender.cluster.base import ClusterError
+from extender.cluster.kube.api import RawApi
+from extender.cluster.kube.catchup import CatchUp
+from extender.cluster.kube.lease import LeaseClient, holder_of, micro_time, record_of, spec_of
+from extender.cluster.leadership import ElectionSettings, Leadership, clock
 from extender.logs import fields, get_logger
 
 ERROR_LOG_SECONDS = 30.0  # the same failure is logged again at most this often
@@ -62,12 +62,12 @@ def lease_timeout(settings: ElectionSettings) -> float:
 
 def start_election(settings: ElectionSettings, cluster) -> Leadership:
     """The :class:`Leadership` of this replica, its fence set on ``cluster``, its loop started
-    (an :class:`Elector`, or with ``settings.follow`` a :class:`~extender.kube.follow.Follower`)
+    (an :class:`Elector`, or with ``settings.follow`` a :class:`~extender.cluster.kube.follow.Follower`)
     and stopped with the cluster."""
     raw = RawApi(cluster.api.api_client, lease_timeout(settings))
     leases = LeaseClient(raw, settings.namespace, settings.name)
     if settings.follow:
-        from extender.kube.follow import Follower, this_host
+        from extender.cluster.kube.follow import Follower, this_host
 
         leadership = Leadership(this_host(), settings.lease)
         loop = Follower(leases, leadership, settings, CatchUp(cluster, leadership))

@@ -6,8 +6,8 @@ import threading
 import pytest
 from hypothesis import given, strategies as st
 
-from extender.cluster import NotLeading
-from extender.leadership import Leadership
+from extender.cluster.base import NotLeading
+from extender.cluster.leadership import Leadership
 
 
 class Clock:

@@ -1,11 +1,11 @@
-"""One ``coordination.k8s.io/v1`` Lease, read and written as JSON over :class:`~extender.kube.api.RawApi`.
+"""One ``coordination.k8s.io/v1`` Lease, read and written as JSON over :class:`~extender.cluster.kube.api.RawApi`.
 
 Contract: :meth:`LeaseClient.get` answers the Lease or None (404);
 :meth:`~LeaseClient.create` and :meth:`~LeaseClient.replace` answer the Lease
 as written. ``replace`` sends the ``metadata.resourceVersion`` it was given, so
 the API server refuses it (409 Conflict) when anyone wrote the Lease since:
 the optimistic concurrency leader election rests on. Every failure is a
-:class:`~extender.cluster.ClusterError` with the HTTP ``status`` when the API
+:class:`~extender.cluster.base.ClusterError` with the HTTP ``status`` when the API
 server answered. Requests (RBAC): ``get`` and ``update`` on this Lease,
 ``create`` on leases of its namespace.
 
@@ -20,8 +20,8 @@ import time
 from datetime import datetime, timezone
 from urllib.parse import quote
 
-from extender.cluster import ClusterError
-from extender.kube.backend import _cluster_error
+from extender.cluster.base import ClusterError
+from extender.cluster.kube.backend import _cluster_error
 
 COORDINATION = "/apis/coordination.k8s.io/v1"
 

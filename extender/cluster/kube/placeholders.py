@@ -46,7 +46,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-from extender.cluster import ClusterError
+from extender.cluster.base import ClusterError
 from extender.logs import fields, get_logger
 from policy.names import GPU_CORE, GPU_MEM, MODE_CORE, POD_GPU_COUNT, POD_PLACEMENT, REQUIRE_WHOLE_DEVICE
 from policy.pools import Pool

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from builders import node, pod
-from extender.kube.follow import this_host
-from extender.kube.lease import micro_time
+from extender.cluster.kube.follow import this_host
+from extender.cluster.kube.lease import micro_time
 from fakekube import wait_until
 from replicas import FAST, Replica
 
