@@ -33,7 +33,7 @@ from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 from extender.outcomes import Outcomes
-from extender.stranded import StrandedMeter
+from extender.views.stranded import StrandedMeter
 from policy.request import parse_pod_request
 
 PREFIX = "/cgpu-scheduler"

@@ -5,10 +5,10 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
     POST filter, prioritize,           the kube-scheduler extender verbs, JSON only (else 415),
          preempt, bind                 answered by extender.verbs (the served path skips Flask)
     GET  inspect                       every node and GPU, used/total, pods; ?compact=1: the GPU map's
-                                       form, without the pods' annotations (extender.mapfeed)
+                                       form, without the pods' annotations (extender.views.mapfeed)
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
-    GET  defrag[?maxMoves=N]           the fewest moves that give pending pods room (extender.defrag)
-    GET  metrics                       Prometheus metrics (extender.metrics)
+    GET  defrag[?maxMoves=N]           the fewest moves that give pending pods room (extender.views.defrag_plan)
+    GET  metrics                       Prometheus metrics (extender.views.metrics)
     GET  ui                            the GPU map: one HTML page that refreshes from inspect?compact=1
                                        and plan
     GET  healthz                       the process answers
@@ -37,21 +37,21 @@ from werkzeug.exceptions import HTTPException
 from extender import wire
 from extender.cluster.factory import make_cluster
 from extender.config import Config
-from extender.defrag.inputs import defrag_json
+from extender.views.defrag_plan import defrag_json
 from extender.ledger.ledger import Ledger
 from extender.logs import fields, get_logger
-from extender.metrics import VERBS as METRIC_VERBS
-from extender.metrics import Metrics
-from extender.planning import PlanSettings, plan_json
+from extender.views.metrics import VERBS as METRIC_VERBS
+from extender.views.metrics import Metrics
+from extender.views.planning import PlanSettings, plan_json
 from extender.rendercache import RenderCache
 from extender.service import NOT_SYNCED, Extender
-from extender.templates import load as load_templates
+from extender.views.templates import load as load_templates
 from extender.verbs import JSON, VERBS, Verbs, timing
 from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
-GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
+GPU_MAP = resources.files("extender.views").joinpath("static", "gpumap.html")
 MAX_MOVES_ASKED = 100  # GET defrag?maxMoves=N: beyond this the exact search would not be asked for anyway
 
 

@@ -26,7 +26,7 @@ class Config:
     log_level: str = "info"
     max_body_bytes: int = DEFAULT_MAX_BODY  # a larger request body is answered 413 without being read
     render_ttl: float = 1.0  # seconds a rendered inspect, plan or metrics reply is served again (0: render each time)
-    # autoscaling (extender.planning, extender.cluster.kube.placeholders)
+    # autoscaling (extender.views.planning, extender.cluster.kube.placeholders)
     pool_labels: tuple = DEFAULT_POOL_LABELS  # a node's pool: the first of these labels it carries
     scheduler_names: tuple = ("default-scheduler",)  # pending pods of these schedulers are ours to plan
     templates_file: str | None = None  # pool max sizes and templates for pools at zero nodes

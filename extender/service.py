@@ -27,19 +27,20 @@ import numpy as np
 import orjson
 
 from extender.ledger import annotations as A
-from extender import mapfeed, wire
+from extender.views import mapfeed
+from extender import wire
 from extender.cluster.base import ClusterError, NotLeading
 from extender.ledger.budgets import violations
 from extender.ledger.defrag_facts import controller_key, facts_of
-from extender.defrag.inputs import Defragged, defrag_of
+from extender.views.defrag_plan import Defragged, defrag_of
 from extender.ledger.records import BindRejected, PodRef
 from extender.ledger.ledger import Ledger
 from extender.ledger.podinfo import labels_of, priority_and_start
 from extender.nodelists import NodeLists
 from extender.outcomes import Outcomes
-from extender.planning import PlanCache, Planned, PlanSettings, plan_of
+from extender.views.planning import PlanCache, Planned, PlanSettings, plan_of
 from extender.replies import ReplyWriter
-from extender.stranded import StrandedMeter, annotate
+from extender.views.stranded import StrandedMeter, annotate
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
@@ -444,17 +445,17 @@ class Extender:
         return read() if read is not None else []
 
     def defrag(self, max_moves: int | None = None) -> Defragged:
-        """The fewest moves that give pending pods room (extender.defrag.inputs)."""
+        """The fewest moves that give pending pods room (extender.views.defrag_plan)."""
         return defrag_of(self.ledger, self.planning, self.budgets(),
                          self.defrag_max_moves if max_moves is None else max_moves)
 
     def plan(self) -> Planned:
-        """Where the pending shared-GPU pods can go: existing room or new pool nodes (extender.planning)."""
+        """Where the pending shared-GPU pods can go: existing room or new pool nodes (extender.views.planning)."""
         return self.plans.fresh()
 
     # -- inspect ---------------------------------------------------------------
     def inspect(self, compact: bool = False) -> dict:
-        """The inspect report; with ``compact``, the GPU map's form of it (extender.mapfeed)."""
+        """The inspect report; with ``compact``, the GPU map's form of it (extender.views.mapfeed)."""
         report = self.ledger.inspect(annotations=not compact)
         report["ready"] = self.ready()
         if self.leadership is not None:

@@ -22,7 +22,7 @@ from typing import Callable
 
 from extender import wire
 from extender.logs import fields, get_logger
-from extender.metrics import Metrics
+from extender.views.metrics import Metrics
 from extender.service import Extender
 from policy.echo import shown
 

@@ -4,7 +4,7 @@ Reads a cluster file (``--cluster``, PodDisruptionBudgets in it counted),
 the API server (``--kubeconfig``, else the in-cluster or default
 configuration, as ``inspect`` does; PodDisruptionBudgets listed too), or a
 running extender (``--endpoint URL`` of its prefix or of its defrag route),
-and prints the plan (:mod:`extender.defrag.inputs`): a table of moves, or
+and prints the plan (:mod:`extender.views.defrag_plan`): a table of moves, or
 with ``--json`` the object ``GET {prefix}/defrag`` answers. It only plans;
 nothing is evicted (that is ``serve --defrag-execute``).
 """
@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from extender.planning import DEFAULT_PLACEHOLDER_NAMESPACE, DEFAULT_SCHEDULER_NAMES, PlanSettings
+from extender.views.planning import DEFAULT_PLACEHOLDER_NAMESPACE, DEFAULT_SCHEDULER_NAMES, PlanSettings
 from policy.defrag import DEFAULT_MAX_MOVES
 
 MAX_MOVES = 100
@@ -70,7 +70,7 @@ def from_endpoint(url: str, max_moves: int, timeout: float = 60.0) -> dict:
 
 def from_objects(objects, settings: PlanSettings, max_moves: int) -> dict:
     """The plan for a ledger fed with these objects (Nodes, Pods, ConfigMaps, PodDisruptionBudgets)."""
-    from extender.defrag.inputs import defrag_json, defrag_of
+    from extender.views.defrag_plan import defrag_json, defrag_of
     from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
     from policy.scoring import make_strategy
@@ -85,7 +85,7 @@ def from_objects(objects, settings: PlanSettings, max_moves: int) -> dict:
 def run(args: argparse.Namespace) -> int:
     from extender.cluster.clusterfile import ClusterFileError, load
     from extender.commands.inspect import SourceError, api_objects
-    from extender.defrag.text import render
+    from extender.views.defrag_text import render
 
     if not 0 <= args.max_moves <= MAX_MOVES:
         print(f"defrag: --max-moves must be 0 to {MAX_MOVES}, got {args.max_moves}", file=sys.stderr)

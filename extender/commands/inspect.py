@@ -102,7 +102,7 @@ def api_objects(kubeconfig: str | None = None, api_client=None, budgets: bool = 
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.inspect_text import UnknownNode, render
+    from extender.views.inspect_text import UnknownNode, render
 
     try:
         report = from_endpoint(args.endpoint) if args.endpoint else from_api(args.kubeconfig)

@@ -4,7 +4,7 @@ Reads a cluster file (``--cluster``) or the API server (``--kubeconfig``,
 else the in-cluster or default configuration, as ``inspect`` does; with the
 PodDisruptionBudgets, which say which moves defragmentation may make), rebuilds
 the extender's ledger from it and prints the autoscaling plan
-(:mod:`extender.planning`): a table per node pool, or with ``--json`` the
+(:mod:`extender.views.planning`): a table per node pool, or with ``--json`` the
 object ``GET {prefix}/plan`` answers.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from extender.planning import DEFAULT_PLACEHOLDER_NAMESPACE, DEFAULT_SCHEDULER_NAMES, PlanSettings
+from extender.views.planning import DEFAULT_PLACEHOLDER_NAMESPACE, DEFAULT_SCHEDULER_NAMES, PlanSettings
 from policy.pools import DEFAULT_POOL_LABELS
 
 
@@ -47,7 +47,7 @@ def register(subparsers) -> None:
 
 def settings_of(args: argparse.Namespace) -> PlanSettings:
     """PlanSettings from the shared options; raises TemplatesError for a bad templates file."""
-    from extender.templates import load
+    from extender.views.templates import load
 
     pool_labels = tuple(args.pool_labels or DEFAULT_POOL_LABELS)
     return PlanSettings(pool_labels=pool_labels,
@@ -61,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from extender.commands.inspect import SourceError, api_objects
     from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
-    from extender.plan_text import render
-    from extender.planning import plan_json, plan_of
-    from extender.templates import TemplatesError
+    from extender.views.plan_text import render
+    from extender.views.planning import plan_json, plan_of
+    from extender.views.templates import TemplatesError
     from policy.scoring import make_strategy
     from policy.state import ClusterState
 

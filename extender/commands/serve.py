@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
     from extender.cluster.clusterfile import ClusterFileError, check
     from extender.serving.application import ExtenderApplication, ListenError, Listening
     from extender.serving.budgets import Limits
-    from extender.templates import TemplatesError
-    from extender.templates import load as load_templates
+    from extender.views.templates import TemplatesError
+    from extender.views.templates import load as load_templates
 
     if not 0 < args.port < 65536:
         print(f"cgpu-extender: --port must be 1..65535, got {args.port}", file=sys.stderr)

@@ -11,7 +11,7 @@ only — it needs the Eviction API):
   2. while a move's replacement is not bound yet (its hold is open) nothing
      more happens: one move at a time;
   3. nor when ``moves_per_hour`` evictions were attempted in the last hour;
-  4. a fresh plan (:mod:`extender.defrag.inputs`, the PodDisruptionBudgets
+  4. a fresh plan (:mod:`extender.views.defrag_plan`, the PodDisruptionBudgets
      read from the API server) of at most ``max_moves`` moves and no more
      than the hour has left; the pods held for before keep their room until
      they bind or their hold's time is up (where the plan now puts them, if
@@ -47,7 +47,7 @@ import numpy as np
 
 from extender.cluster.base import ClusterError
 from extender.ledger.defrag_holds import Hold
-from extender.defrag.inputs import Defragged, defrag_of
+from extender.views.defrag_plan import Defragged, defrag_of
 from extender.logs import fields, get_logger
 from policy.defrag import DEFAULT_MAX_MOVES
 

@@ -24,7 +24,7 @@ from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
-from extender.metrics import Metrics
+from extender.views.metrics import Metrics
 from fakekube import FakeKube, wait_until
 from policy.request import parse_pod_request
 from rendered import (MANIFESTS, containers_of, extender_containers, find, render, render_combo, serve_args)

@@ -11,7 +11,7 @@ a node of its pool for each one.
 Contract of :class:`Placeholders`:
 
 * every ``interval`` seconds, once the cluster view is synced, it makes a
-  fresh plan (:mod:`extender.planning`) and, for each pool that needs K new
+  fresh plan (:mod:`extender.views.planning`) and, for each pool that needs K new
   nodes of which cluster-autoscaler adds A by itself (for the pods it sees
   unschedulable by node totals, :mod:`policy.totals`), keeps
   ``min(K − A, bound)`` placeholders, ``bound`` being the pool's max size

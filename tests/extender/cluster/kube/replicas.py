@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import orjson
 
-from conftest import connect
+from kubefixtures import connect
 from extender.app import build_extender, create_app
 from extender.config import Config
 from extender.cluster.leadership import ElectionSettings

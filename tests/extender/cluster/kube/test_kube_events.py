@@ -10,7 +10,7 @@ from extender.logs import JsonFormatter, get_logger
 from fakekube import wait_until
 from kubesteps import bind, filter_, synced
 
-from conftest import connect
+from kubefixtures import connect
 
 
 def allocated_events(kube) -> list:

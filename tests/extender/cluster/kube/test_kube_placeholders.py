@@ -5,12 +5,12 @@ import kubernetes_validate
 import pytest
 
 from builders import node, pod
-from conftest import connect
+from kubefixtures import connect
 from extender.app import build_extender
 from extender.config import Config
 from extender.cluster.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
-from extender.metrics import Metrics
-from extender.planning import plan_json
+from extender.views.metrics import Metrics
+from extender.views.planning import plan_json
 from fakekube import wait_until
 from kubesteps import bind, filter_
 from policy.pools import Entry

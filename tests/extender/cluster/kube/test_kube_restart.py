@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from builders import node, pod
-from conftest import connect
+from kubefixtures import connect
 from extender.app import build_extender
 from extender.config import Config
 from fakekube import FakeKube, wait_until

@@ -210,7 +210,7 @@ def test_the_readme_shows_what_plan_prints(tmp_path, capsys):
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     section = readme[readme.index("\n## Autoscaling\n"):]
     shown = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
     printed = json.loads(plan_cli(capsys, "--cluster", write(tmp_path, done_case()), "--json")[1])

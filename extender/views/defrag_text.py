@@ -15,12 +15,12 @@
     default/huge  fits no node even with every GPU empty: ...
 
 GPUS is where the replacement (or the pending pod) goes; a section without
-rows is left out. Imports: :mod:`extender.inspect_text` only.
+rows is left out. Imports: :mod:`extender.views.inspect_text` only.
 """
 
 from __future__ import annotations
 
-from extender.inspect_text import align
+from extender.views.inspect_text import align
 
 
 def _gpus(gpus) -> str:

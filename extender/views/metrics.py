@@ -3,7 +3,7 @@
 Each application has a registry of its own (:class:`Metrics`), so tests and
 several apps in one process never share series. It holds the request
 duration histogram, observed per request by the app, and an
-:class:`~extender.collectors.ExtenderCollector` that reads everything else
+:class:`~extender.views.collectors.ExtenderCollector` that reads everything else
 from the extender at scrape time. The reply's format follows the scraper's
 ``Accept`` header (the Prometheus text format 0.0.4 by default, OpenMetrics
 when asked for).
@@ -14,7 +14,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import choose_encoder
 
-from extender.collectors import ExtenderCollector
+from extender.views.collectors import ExtenderCollector
 
 VERBS = ("filter", "prioritize", "preempt", "bind", "inspect", "plan", "defrag", "metrics", "ui", "healthz",
          "readyz")

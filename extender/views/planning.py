@@ -25,7 +25,7 @@ Contract:
   (then by ref), with ``memory``, ``core``, ``gpus`` null for an invalid
   request and ``core`` null for a memory-only one (what the GPU map lists);
   ``defragCouldPlace`` the pods of ``pools`` or
-  ``unplaceable`` that moving other pods (:mod:`extender.defrag.inputs`, at
+  ``unplaceable`` that moving other pods (:mod:`extender.views.defrag_plan`, at
   most its default moves, within the PodDisruptionBudgets of ``budgets()``)
   would give room on an existing node, of the first 64 pending pods by
   priority then age (computed only when some pod may move) — a statement
@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from extender.defrag.inputs import defrag_of
+from extender.views.defrag_plan import defrag_of
 from policy.defrag import Limits
 from policy.planner import Plan, plan
 from policy.pools import DEFAULT_POOL_LABELS, pools_of
@@ -62,7 +62,7 @@ class PlanSettings:
     pool_labels: tuple = DEFAULT_POOL_LABELS
     scheduler_names: tuple = DEFAULT_SCHEDULER_NAMES
     placeholder_namespace: str | None = DEFAULT_PLACEHOLDER_NAMESPACE
-    templates: dict = field(default_factory=dict)  # pool → policy.pools.Entry (extender.templates.load)
+    templates: dict = field(default_factory=dict)  # pool → policy.pools.Entry (extender.views.templates.load)
 
 
 @dataclass

@@ -11,14 +11,14 @@ import yaml
 from builders import pod
 from defrag_cases import owned, thirds
 from extender.defrag.executor import DefragSettings, Executor
-from extender.metrics import Metrics
+from extender.views.metrics import Metrics
 from fakekube import wait_until
 from kubesteps import bind, filter_, synced, used
 from test_kube_rbac import needed
 
 NODES = ["gpu-a", "gpu-b"]
 HELD = "room for this pod is held on another node (defragmentation)"
-MANIFESTS = Path(__file__).resolve().parents[4] / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
 
 
 def start(started, kube, budget_allowed=1, **settings):
@@ -149,7 +149,7 @@ def test_serve_defrag_execute_runs_the_loop_by_itself(kube):
     from extender.app import build_extender
     from extender.config import Config
 
-    from conftest import connect
+    from kubefixtures import connect
 
     for obj in thirds(1):
         kind = {"Node": "nodes", "Pod": "pods", "PodDisruptionBudget": "poddisruptionbudgets"}[obj["kind"]]

@@ -2,7 +2,7 @@
 
 Contract of :func:`defrag_of`:
 
-* the pending pods are those of the autoscaling plan (:mod:`extender.planning`):
+* the pending pods are those of the autoscaling plan (:mod:`extender.views.planning`):
   this extender's schedulers' (``schedulerName``), not placeholders, with a
   valid shared-GPU request; oldest first (the planner then orders them by
   priority);
@@ -65,7 +65,7 @@ def _replacement(allocation, host) -> GPURequest:
 def defrag_of(ledger, settings, budgets: list, max_moves: int = DEFAULT_MAX_MOVES, limits: Limits = Limits(),
               explain: bool = True) -> Defragged:
     """The plan for the ledger's cluster as it is now (see module doc). ``settings``: the autoscaling
-    plan's (:class:`extender.planning.PlanSettings`)."""
+    plan's (:class:`extender.views.planning.PlanSettings`)."""
     started = time.thread_time()
     served = set(settings.scheduler_names)
     pending = [p for p in ledger.pending.all() if p.namespace != settings.placeholder_namespace

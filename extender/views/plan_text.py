@@ -30,8 +30,8 @@ pods), GPUs the indices the extender's GPU choice gives it.
 
 from __future__ import annotations
 
-from extender.inspect_text import align
-from extender.planning import Planned
+from extender.views.inspect_text import align
+from extender.views.planning import Planned
 from policy.planner import node_shape
 
 

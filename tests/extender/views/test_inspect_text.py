@@ -15,7 +15,7 @@ from extender.app import build_extender, create_app
 from extender.cli import main
 from extender.commands.inspect import from_api, from_endpoint, from_objects, kubectl_plugin
 from extender.config import Config
-from extender.inspect_text import UnknownNode, render
+from extender.views.inspect_text import UnknownNode, render
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
 from fakekube import FakeKube, wait_until

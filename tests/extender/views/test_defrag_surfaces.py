@@ -17,8 +17,8 @@ from extender.cli import main
 from extender.commands.defrag import from_objects
 from extender.commands.inspect import api_objects
 from extender.config import Config
-from extender.defrag.text import render
-from extender.planning import PlanSettings
+from extender.views.defrag_text import render
+from extender.views.planning import PlanSettings
 from fakekube import FakeKube
 
 MOVE_KEYS = {"pod", "from", "to", "gpus"}

@@ -16,12 +16,12 @@ compute %, 1 if bound else 0], ...]`` on that GPU, sorted. GPU i of the list
 is GPU index i. ``compact`` is 1 in the reply, so a reader can tell the forms
 apart.
 
-May import ``extender.stranded``; reads a report ``Ledger.inspect`` made.
+May import ``extender.views.stranded``; reads a report ``Ledger.inspect`` made.
 """
 
 from __future__ import annotations
 
-from extender.stranded import Stranded
+from extender.views.stranded import Stranded
 
 NODE_KEYS = ("name", "pool", "model", "ready", "unschedulable", "sharing", "placement", "schedule", "problem",
              "warnings", "wholeGpus")
@@ -29,7 +29,7 @@ HEALTHY, STRANDED = 1, 2
 
 
 def compact(report: dict, measured: Stranded | None) -> dict:
-    """The compact form of a full inspect ``report`` (before :func:`extender.stranded.annotate`)."""
+    """The compact form of a full inspect ``report`` (before :func:`extender.views.stranded.annotate`)."""
     rows = {name: i for i, name in enumerate(measured.names)} if measured is not None else {}
     nodes = []
     for node in report["nodes"]:
