@@ -42,7 +42,7 @@ def _gauges(name: str, help_text: str, labels: list, values: list) -> GaugeMetri
 
 
 class ExtenderCollector:
-    """A custom collector over one :class:`~extender.service.Extender` (see module doc)."""
+    """A custom collector over one :class:`~extender.verbs.service.Extender` (see module doc)."""
 
     def __init__(self, extender):
         self.extender = extender

@@ -7,8 +7,8 @@ import numpy as np
 
 from benchmarks import load
 from benchmarks.synthetic import cluster_objects
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
 

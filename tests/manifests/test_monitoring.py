@@ -20,8 +20,8 @@ from kubernetes import client as kube_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from builders import node, pod, scheduler_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
 from extender.views.metrics import Metrics

@@ -146,8 +146,8 @@ def test_evictions_fail_cleanly_and_every_request_is_granted_by_the_manifests(ku
 
 
 def test_serve_defrag_execute_runs_the_loop_by_itself(kube):
-    from extender.app import build_extender
-    from extender.config import Config
+    from extender.serving.app import build_extender
+    from extender.serving.config import Config
 
     from kubefixtures import connect
 
@@ -167,9 +167,9 @@ def test_serve_defrag_execute_runs_the_loop_by_itself(kube):
 
 
 def test_defrag_execute_needs_the_kubernetes_backend_and_sane_flags(capsys):
-    from extender.app import build_extender
+    from extender.serving.app import build_extender
     from extender.cli import main
-    from extender.config import Config
+    from extender.serving.config import Config
     from extender.cluster.embedded import EmbeddedCluster
 
     extender = build_extender(Config(defrag_execute=True), cluster=EmbeddedCluster(thirds(), "test"))

@@ -8,8 +8,8 @@ import orjson
 
 from builders import node, pod, running_pod
 from defrag_cases import owned
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.ledger.defrag_holds import DefragHolds, Hold
 from extender.cluster.embedded import EmbeddedCluster
 from policy.request import simple_request
@@ -108,7 +108,7 @@ def test_without_holds_filter_reads_no_owner():
     clock = Clock()
     extender = extender_of(clock)
     calls = []
-    import extender.service as service
+    import extender.verbs.service as service
 
     original = service.controller_key
     service.controller_key = lambda p: calls.append(p) or original(p)

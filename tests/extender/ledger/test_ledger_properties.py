@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from builders import node, pod, run_interleaved
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
 from policy.scoring import make_strategy

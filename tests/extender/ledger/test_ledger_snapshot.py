@@ -5,8 +5,8 @@ import threading
 import orjson
 
 from builders import node, pod
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
 from extender.ledger.records import PodRef

@@ -6,8 +6,8 @@ import orjson
 import yaml
 
 from builders import node, pod
-from extender.app import build_extender, create_app
-from extender.config import Config
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"

@@ -13,8 +13,8 @@ from browser import Browser, chromium
 from demo_server import serving, serving_demo
 from benchmarks.operator_cluster import POOL_LABEL, learn_mix, operator_objects, write_cluster
 from policy.names import NODE_SCHEDULE
-from extender.app import create_app
-from extender.config import Config
+from extender.serving.app import create_app
+from extender.serving.config import Config
 
 README_POD = {"metadata": {"name": "cuda-sample", "namespace": "default", "uid": "0d4c6f1e-demo"},
               "spec": {"containers": [{"name": "cuda", "resources": {"limits": {

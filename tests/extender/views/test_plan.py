@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from builders import node, pod
-from extender.app import create_app
+from extender.serving.app import create_app
 from extender.cli import main
-from extender.config import Config
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
 POOL_KEY = "alibabacloud.com/nodepool-id"

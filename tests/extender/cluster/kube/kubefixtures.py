@@ -5,8 +5,8 @@ The conftest.py of each folder whose tests use them imports them."""
 import pytest
 from kubernetes import client
 
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
 from fakekube import FakeKube

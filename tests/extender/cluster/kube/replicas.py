@@ -15,8 +15,8 @@ from dataclasses import replace
 import orjson
 
 from kubefixtures import connect
-from extender.app import build_extender, create_app
-from extender.config import Config
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from extender.cluster.leadership import ElectionSettings
 from fakekube import wait_until
 

@@ -158,8 +158,8 @@ def test_unaccounted_pods_are_reported_and_counted(kube, started):
 def test_metrics_count_binds_unaccounted_pods_and_watch_failures(kube, started):
     from prometheus_client.parser import text_string_to_metric_families
 
-    from extender.app import create_app
-    from extender.config import Config
+    from extender.serving.app import create_app
+    from extender.serving.config import Config
 
     extender, (_, p) = synced(started, kube, [node("gpu-a", "cgpu", gpus=1, gib=15)],
                                [pod("rogue", mem=7, node_name="gpu-a"), pod("p1", mem=4)])

@@ -2,7 +2,7 @@
 
 from builders import node, pod
 from extender.ledger import annotations as A
-from extender.service import NOT_SYNCED
+from extender.verbs.service import NOT_SYNCED
 from fakekube import FakeKube, free_port, wait_until
 from kubesteps import bind, filter_, synced, used
 
@@ -82,8 +82,8 @@ def test_api_unreachable_at_start_then_ready_once_it_is_up(started):
 
 
 def test_readyz_is_503_until_synced_then_200(started):
-    from extender.app import create_app
-    from extender.config import Config
+    from extender.serving.app import create_app
+    from extender.serving.config import Config
 
     kube = FakeKube(port=free_port())
     extender = started(kube)

@@ -6,8 +6,8 @@ import pytest
 
 from builders import node, pod
 from kubefixtures import connect
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
 from extender.views.metrics import Metrics
 from extender.views.planning import plan_json

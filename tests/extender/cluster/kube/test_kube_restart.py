@@ -10,8 +10,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from builders import node, pod
 from kubefixtures import connect
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from fakekube import FakeKube, wait_until
 
 from test_ledger_properties import ledger_fingerprint, pod_shapes

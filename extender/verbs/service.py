@@ -28,7 +28,7 @@ import orjson
 
 from extender.ledger import annotations as A
 from extender.views import mapfeed
-from extender import wire
+from extender.verbs import wire
 from extender.cluster.base import ClusterError, NotLeading
 from extender.ledger.budgets import violations
 from extender.ledger.defrag_facts import controller_key, facts_of
@@ -36,10 +36,10 @@ from extender.views.defrag_plan import Defragged, defrag_of
 from extender.ledger.records import BindRejected, PodRef
 from extender.ledger.ledger import Ledger
 from extender.ledger.podinfo import labels_of, priority_and_start
-from extender.nodelists import NodeLists
-from extender.outcomes import Outcomes
+from extender.verbs.nodelists import NodeLists
+from extender.verbs.outcomes import Outcomes
 from extender.views.planning import PlanCache, Planned, PlanSettings, plan_of
-from extender.replies import ReplyWriter
+from extender.verbs.replies import ReplyWriter
 from extender.views.stranded import StrandedMeter, annotate
 from policy.reasons import FITS
 from extender.logs import fields, get_logger
@@ -357,7 +357,7 @@ class Extender:
         return wire.encode(wire.bind_reply(error))
 
     def _bind(self, args: wire.BindingArgs, ref: PodRef) -> tuple[str, str]:
-        """``(result, error)``: one of :data:`extender.outcomes.BIND_RESULTS` and the reply's ``Error``."""
+        """``(result, error)``: one of :data:`extender.verbs.outcomes.BIND_RESULTS` and the reply's ``Error``."""
         if not self.ready():
             return "not_ready", NOT_SYNCED
         # One bind per pod at a time: kube-scheduler may retry a pod whose earlier

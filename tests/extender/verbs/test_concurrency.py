@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from builders import container, node, pod, run_interleaved
-from extender.app import build_extender, create_app
-from extender.config import Config
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 from policy.scoring import STRATEGIES
 

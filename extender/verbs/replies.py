@@ -25,8 +25,8 @@ from itertools import compress
 import numpy as np
 import orjson
 
-from extender import wire
-from extender.nodelists import Fragments, NodeLists
+from extender.verbs import wire
+from extender.verbs.nodelists import Fragments, NodeLists
 from policy.placement import Evaluation
 from policy.reasons import FITS, MESSAGE_TABLE, MESSAGES, UNRESOLVABLE_TABLE
 
@@ -87,7 +87,7 @@ def _scores_of(fragments: Fragments, rows: np.ndarray, scores: np.ndarray) -> by
 
 
 class ReplyWriter:
-    """Builds replies with the fragments of one :class:`~extender.nodelists.NodeLists` (see module doc).
+    """Builds replies with the fragments of one :class:`~extender.verbs.nodelists.NodeLists` (see module doc).
 
     A reply is a function of the rows asked about (the same array object, from
     the node-list memo), the layout, and the codes or raw scores; the last

@@ -3,7 +3,7 @@
 Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
     POST filter, prioritize,           the kube-scheduler extender verbs, JSON only (else 415),
-         preempt, bind                 answered by extender.verbs (the served path skips Flask)
+         preempt, bind                 answered by extender.serving.http_verbs (the served path skips Flask)
     GET  inspect                       every node and GPU, used/total, pods; ?compact=1: the GPU map's
                                        form, without the pods' annotations (extender.views.mapfeed)
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
@@ -17,7 +17,7 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
 
 Replies are JSON. ``inspect``, ``plan``, ``defrag`` and ``metrics`` walk every node: each is
 rendered at most once per ``config.render_ttl`` seconds however many ask at once
-while the cluster is unchanged (:class:`extender.rendercache.RenderCache`). A
+while the cluster is unchanged (:class:`extender.serving.rendercache.RenderCache`). A
 handler fault is logged with its traceback and answered with status 500 and a
 one-line ``Error``; nothing else is non-200 but ``readyz``, ``plan`` and
 ``defrag`` before the first sync (503), a ``maxMoves`` that is not a whole
@@ -34,19 +34,19 @@ from importlib import resources
 from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from extender import wire
+from extender.verbs import wire
 from extender.cluster.factory import make_cluster
-from extender.config import Config
+from extender.serving.config import Config
 from extender.views.defrag_plan import defrag_json
 from extender.ledger.ledger import Ledger
 from extender.logs import fields, get_logger
 from extender.views.metrics import VERBS as METRIC_VERBS
 from extender.views.metrics import Metrics
 from extender.views.planning import PlanSettings, plan_json
-from extender.rendercache import RenderCache
-from extender.service import NOT_SYNCED, Extender
+from extender.serving.rendercache import RenderCache
+from extender.verbs.service import NOT_SYNCED, Extender
 from extender.views.templates import load as load_templates
-from extender.verbs import JSON, VERBS, Verbs, timing
+from extender.serving.http_verbs import JSON, VERBS, Verbs, timing
 from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState

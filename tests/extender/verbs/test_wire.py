@@ -2,7 +2,7 @@ import orjson
 import pytest
 
 from builders import scheduler_pod
-from extender import wire
+from extender.verbs import wire
 
 
 def body(**kwargs) -> bytes:

@@ -5,8 +5,8 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender import wire
-from extender.nodelists import NodeLists
+from extender.verbs import wire
+from extender.verbs.nodelists import NodeLists
 from named_nodes import node_names, state_with
 
 

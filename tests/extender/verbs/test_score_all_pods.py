@@ -5,8 +5,8 @@ import copy
 import orjson
 
 from builders import node, pod
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
 NODES = [node("busy", "cgpu", gpus=2, gib=16), node("idle", "cgpu", gpus=2, gib=16)]

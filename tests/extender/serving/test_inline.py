@@ -7,8 +7,8 @@ import pytest
 
 from asgi_client import asgi_call
 from builders import scheduler_pod
-from extender.app import create_app
-from extender.config import Config
+from extender.serving.app import create_app
+from extender.serving.config import Config
 from extender.serving.asgi import ExtenderASGI
 
 PREFIX = "/cgpu-scheduler"

@@ -7,8 +7,8 @@ import pytest
 
 from builders import container, pod, scheduler_pod
 from extender.ledger import annotations as A
-from extender.app import build_extender, create_app
-from extender.config import Config
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from extender.cluster.demo import demo_objects
 from extender.cluster.embedded import EmbeddedCluster
 

@@ -2,10 +2,10 @@
 
 import orjson
 
-import extender.service as service_module
+import extender.verbs.service as service_module
 from builders import node, pod
-from extender.app import build_extender
-from extender.config import Config
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
 NODES = ["a", "b"]

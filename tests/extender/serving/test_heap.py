@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from extender.heap import freeze_after_sync
+from extender.serving.heap import freeze_after_sync
 from extender.logs import get_logger
 
 

@@ -5,9 +5,9 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender import wire
-from extender.nodelists import NodeLists
-from extender.replies import ReplyWriter
+from extender.verbs import wire
+from extender.verbs.nodelists import NodeLists
+from extender.verbs.replies import ReplyWriter
 from named_nodes import node_names, state_with
 from policy import reasons as R
 from policy.node import NodeSpec

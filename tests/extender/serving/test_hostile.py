@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from builders import container, pod, scheduler_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from policy.names import POD_PLACEMENT
 from served import served as serving
 

@@ -75,7 +75,7 @@ class NodeLists:
         self._lock = threading.Lock()
 
     def rows(self, args) -> tuple[np.ndarray, int]:
-        """``(rows, layout)`` of ``args.names`` (an :class:`~extender.wire.ExtenderArgs`), -1 for an
+        """``(rows, layout)`` of ``args.names`` (an :class:`~extender.verbs.wire.ExtenderArgs`), -1 for an
         unknown name; reading ``args.names`` may raise ``WireError``, and a list whose
         elements are not all names raises ``TypeError``."""
         raw = args.names_json

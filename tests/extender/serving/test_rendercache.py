@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from extender.rendercache import RenderCache
+from extender.serving.rendercache import RenderCache
 
 
 def test_callers_at_the_same_time_share_one_render():
@@ -64,8 +64,8 @@ def test_inspect_shows_a_bind_at_once_though_it_was_rendered_just_before():
     import orjson
 
     from builders import scheduler_pod
-    from extender.app import create_app
-    from extender.config import Config
+    from extender.serving.app import create_app
+    from extender.serving.config import Config
 
     client = create_app(Config(render_ttl=60)).test_client()
     before = client.get("/cgpu-scheduler/inspect").json
