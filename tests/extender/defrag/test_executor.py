@@ -168,7 +168,7 @@ def test_serve_defrag_execute_runs_the_loop_by_itself(kube):
 
 def test_defrag_execute_needs_the_kubernetes_backend_and_sane_flags(capsys):
     from extender.serving.app import build_extender
-    from extender.cli import main
+    from extender.cli.main import main
     from extender.serving.config import Config
     from extender.cluster.embedded import EmbeddedCluster
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from builders import scheduler_pod
-from extender.cli import main
+from extender.cli.main import main
 from pki import make_pki
 from served import served as serving
 

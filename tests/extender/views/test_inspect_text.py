@@ -12,8 +12,8 @@ from werkzeug.serving import make_server
 from builders import node, pod
 from extender.ledger import annotations as A
 from extender.serving.app import build_extender, create_app
-from extender.cli import main
-from extender.commands.inspect import from_api, from_endpoint, from_objects, kubectl_plugin
+from extender.cli.main import main
+from extender.cli.inspect import from_api, from_endpoint, from_objects, kubectl_plugin
 from extender.serving.config import Config
 from extender.views.inspect_text import UnknownNode, render
 from extender.cluster.kube.backend import KubernetesCluster

@@ -7,7 +7,7 @@ import yaml
 
 from builders import node, pod
 from extender.serving.app import create_app
-from extender.cli import main
+from extender.cli.main import main
 from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 
@@ -226,7 +226,7 @@ def test_the_readme_shows_what_plan_prints(tmp_path, capsys):
 
 
 def _plan_help() -> str:
-    from extender.cli import build_parser
+    from extender.cli.main import build_parser
 
     return build_parser()._subparsers._group_actions[0].choices["plan"].format_help()
 

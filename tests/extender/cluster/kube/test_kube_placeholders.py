@@ -246,7 +246,7 @@ def test_every_request_of_the_loop_is_granted_by_rbac_and_the_placeholder_varian
 def test_plan_reads_the_api_server_too(kube, tmp_path, capsys):
     import json
 
-    from extender.cli import main
+    from extender.cli.main import main
     from test_kube_serve import KUBECONFIG
 
     full_pool(kube)

@@ -127,7 +127,7 @@ def test_kill_between_binds_changes_nothing(world):
 
 
 def test_serve_refuses_a_missing_kubeconfig(tmp_path, capsys):
-    from extender.cli import main
+    from extender.cli.main import main
 
     assert main(["serve", "--kubeconfig", str(tmp_path / "nope")]) == 2
     assert "no such kubeconfig file" in capsys.readouterr().err

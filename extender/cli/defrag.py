@@ -84,7 +84,7 @@ def from_objects(objects, settings: PlanSettings, max_moves: int) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from extender.cluster.clusterfile import ClusterFileError, load
-    from extender.commands.inspect import SourceError, api_objects
+    from extender.cli.inspect import SourceError, api_objects
     from extender.views.defrag_text import render
 
     if not 0 <= args.max_moves <= MAX_MOVES:

@@ -58,7 +58,7 @@ def settings_of(args: argparse.Namespace) -> PlanSettings:
 
 def run(args: argparse.Namespace) -> int:
     from extender.cluster.clusterfile import ClusterFileError, load
-    from extender.commands.inspect import SourceError, api_objects
+    from extender.cli.inspect import SourceError, api_objects
     from extender.cluster.embedded import EmbeddedCluster
     from extender.ledger.ledger import Ledger
     from extender.views.plan_text import render

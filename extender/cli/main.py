@@ -1,4 +1,4 @@
-"""The ``cgpu-extender`` command line."""
+"""The ``cgpu-extender`` command line: its parser and ``main``, the console script."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from extender.commands import defrag, inspect, plan, serve, simulate
+from extender.cli import defrag, inspect, plan, serve
 
-COMMANDS = (serve, inspect, plan, defrag, simulate)
+COMMANDS = (serve, inspect, plan, defrag)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,9 +5,10 @@ import socket
 
 import pytest
 
-from extender.cli import build_parser, main
-from extender.commands import election_flags
-from extender.commands.election_flags import election_settings
+from extender.cli.main import build_parser
+from extender.cli.main import main
+from extender.cli import election_flags
+from extender.cli.election_flags import election_settings
 
 
 def settings(*flags):

@@ -1,4 +1,4 @@
-"""``cgpu-extender simulate``: replay a GPU trace through the extender's own decisions.
+"""``cgpu-simulate``: replay a GPU trace through the extender's own decisions.
 
 Runs the FGD paper's protocol (``benchmarks.protocol``) for N seeds from 42
 and prints the unallocated GPU % at 100 % arrived workload (mean ± sd), the
@@ -12,6 +12,10 @@ lists (Alibaba's GPU cluster trace v2023, which the project does not ship),
 read from ``--openb-dir``. ``--nodes``/``--pods`` name the files themselves; one
 given alone takes its partner from the same folder. A trace that is not there
 is one line on stderr saying where it comes from, and exit 2.
+
+A console script of the bench (``cgpu-simulate``, also ``python -m
+benchmarks.simulate``), not a subcommand of ``cgpu-extender``: the service
+never imports :mod:`benchmarks`, and the container image leaves it out.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ import json
 import os
 import sys
 
+from benchmarks import protocol, sample_trace, summary
+from benchmarks.kube import SETTINGS
+from benchmarks.mapping import MAPPINGS
+from benchmarks.replay import replay
+from benchmarks.trace import DEFAULT_DIR, NODE_FILE, TRACES, TraceError, pod_file, read_nodes, read_pods
 from policy.scoring import STRATEGIES
 
-
+PROG = "cgpu-simulate"
 HELP = "replay a GPU trace (a bundled sample, or Alibaba's openb) through the extender's placement (FGD protocol)"
-MISSING = ("cgpu-extender: simulate needs the benchmarks package, which this installation lacks "
-           "(the container image leaves it out): run it from a source checkout (pip install -e .)")
 OPENB_SOURCE = ("the openb trace is Alibaba's GPU cluster trace v2023, not shipped with cgpu-extender: download "
                 "the CSVs of https://github.com/alibaba/clusterdata (folder cluster-trace-gpu-v2023/csv; Weng et al., "
                 "\"Beware of Fragmentation\", USENIX ATC 2023) and give their folder with --openb-dir DIR "
@@ -34,21 +41,8 @@ OPENB_SOURCE = ("the openb trace is Alibaba's GPU cluster trace v2023, not shipp
 SAMPLE = "sample"
 
 
-def register(subparsers) -> None:
-    try:
-        from benchmarks.kube import SETTINGS
-        from benchmarks.mapping import MAPPINGS
-        from benchmarks.trace import DEFAULT_DIR, TRACES
-    except ModuleNotFoundError as exc:
-        if exc.name != "benchmarks":
-            raise
-        # The container image installs policy/ and extender/ only: serve and inspect must still start.
-        parser = subparsers.add_parser("simulate", help=HELP + " [not installed here]",
-                                       description=__doc__.splitlines()[0])
-        parser.set_defaults(run=_missing)
-        return
-
-    parser = subparsers.add_parser("simulate", help=HELP, description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=HELP)
     parser.add_argument("--trace", default=SAMPLE, choices=(SAMPLE, *TRACES),
                         help="sample: the small synthetic trace shipped with the package (default); the others: "
                              "openb's pod lists, read from --openb-dir")
@@ -66,14 +60,15 @@ def register(subparsers) -> None:
                              "scoring does")
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds, from 42 (default 10)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.set_defaults(run=run)
+    return parser
+
+
+def main(argv: list | None = None) -> int:
+    return run(build_parser().parse_args(argv))
 
 
 def trace_files(args: argparse.Namespace) -> tuple:
     """``(nodes CSV, pods CSV, trace name)`` the options ask for (see module doc)."""
-    from benchmarks import sample_trace
-    from benchmarks.trace import NODE_FILE, pod_file
-
     nodes, pods = args.nodes, args.pods
     if nodes is None and pods is None:
         if args.trace == SAMPLE:
@@ -89,29 +84,20 @@ def trace_files(args: argparse.Namespace) -> tuple:
     return nodes, pods, SAMPLE if name == sample_trace.POD_FILE.removesuffix(".csv") else name
 
 
-def _missing(args: argparse.Namespace) -> int:
-    print(MISSING, file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
-    from benchmarks import protocol, summary
-    from benchmarks.replay import replay
-    from benchmarks.trace import TraceError, read_nodes, read_pods
-
     if args.seeds < 1:
-        print(f"cgpu-extender: --seeds must be at least 1, got {args.seeds}", file=sys.stderr)
+        print(f"{PROG}: --seeds must be at least 1, got {args.seeds}", file=sys.stderr)
         return 2
     nodes_path, pods_path, trace = trace_files(args)
     missing = [p for p in (nodes_path, pods_path) if not os.path.isfile(p)]
     if missing and trace != SAMPLE and all(os.path.basename(p).startswith("openb_") for p in missing):
-        print(f"cgpu-extender: {' and '.join(missing)} not found; {OPENB_SOURCE}", file=sys.stderr)
+        print(f"{PROG}: {' and '.join(missing)} not found; {OPENB_SOURCE}", file=sys.stderr)
         return 2
     try:
         nodes = read_nodes(nodes_path)
         pods = read_pods(pods_path)
     except TraceError as exc:
-        print(f"cgpu-extender: {exc}", file=sys.stderr)
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     records = []
     for seed in range(protocol.SEEDS[0], protocol.SEEDS[0] + args.seeds):
@@ -136,3 +122,7 @@ def run(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=float)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

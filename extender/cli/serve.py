@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from extender.commands.election_flags import FlagError, add_leader_election_arguments, election_settings
-from extender.commands.plan import add_planning_arguments
+from extender.cli.election_flags import FlagError, add_leader_election_arguments, election_settings
+from extender.cli.plan import add_planning_arguments
 from extender.serving.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_PREFIX, Config
 from policy.pools import DEFAULT_POOL_LABELS
 from policy.scoring import STRATEGIES

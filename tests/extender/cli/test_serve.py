@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from builders import scheduler_pod
-from extender.cli import main
+from extender.cli.main import main
 
 
 def free_port() -> int:
@@ -106,7 +106,7 @@ def test_version_is_the_package_version(capsys):
     import configparser
 
     setup = configparser.ConfigParser()
-    setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    setup.read(Path(__file__).resolve().parents[3] / "setup.cfg")
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
