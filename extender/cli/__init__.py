@@ -10,5 +10,5 @@
 A bad argument is one line on stderr and exit 2. The trace replay is not here:
 it is the bench's (``cgpu-simulate``, :mod:`benchmarks.simulate`), and the
 service never imports :mod:`benchmarks`. May import every room of
-:mod:`extender` (layering: tests/test_layering.py).
+:mod:`extender` (layering: tests/test_layout.py).
 """

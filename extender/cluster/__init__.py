@@ -14,5 +14,5 @@ interface every backend implements, and the errors the verbs see, are in
 * :mod:`extender.cluster.kube` — the Kubernetes API server: list/watch, bind, events, leader election,
   a new leader's catch-up, scale-up placeholders.
 
-May import :mod:`policy`, :mod:`extender.logs` and :mod:`extender.ledger` (layering: tests/test_layering.py).
+May import :mod:`policy`, :mod:`extender.logs` and :mod:`extender.ledger` (layering: tests/test_layout.py).
 """

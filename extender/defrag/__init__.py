@@ -8,5 +8,5 @@ only part of the service, besides bind, that writes (through the backend's
 ``evict``), and it runs on a thread of its own.
 
 May import :mod:`policy`, :mod:`extender.logs`, :mod:`extender.ledger`,
-:mod:`extender.cluster` and :mod:`extender.views` (layering: tests/test_layering.py).
+:mod:`extender.cluster` and :mod:`extender.views` (layering: tests/test_layout.py).
 """

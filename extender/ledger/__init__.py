@@ -25,5 +25,5 @@ What it keeps, and reads of the objects it is given:
   what preemption, defragmentation and inspect read of a Pod or a Node;
   :mod:`~extender.ledger.budgets` — PodDisruptionBudgets as preemption and defragmentation count them.
 
-May import :mod:`policy` and :mod:`extender.logs` only (layering: tests/test_layering.py).
+May import :mod:`policy` and :mod:`extender.logs` only (layering: tests/test_layout.py).
 """

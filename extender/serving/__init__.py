@@ -28,5 +28,5 @@ worker calls: the four scheduler verbs answered from bytes, everything else
 Flask (:func:`extender.serving.app.create_app`) in thread pools of its own.
 
 May import every room of :mod:`extender` but :mod:`extender.cli`, and Flask, gunicorn, a2wsgi
-(layering: tests/test_layering.py).
+(layering: tests/test_layout.py).
 """

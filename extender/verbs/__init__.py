@@ -14,5 +14,5 @@ Serving them over HTTP (status codes, ``Content-Type``, timing) is
 :mod:`extender.serving`'s. May import :mod:`policy`, :mod:`extender.logs`,
 :mod:`extender.ledger`, :mod:`extender.cluster` (the backend interface,
 :mod:`extender.cluster.base`, only) and :mod:`extender.views` (layering:
-tests/test_layering.py).
+tests/test_layout.py).
 """

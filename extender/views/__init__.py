@@ -16,5 +16,5 @@ scrape time) and changes nothing:
 
 A view is computed for whoever asks — the HTTP routes, the CLI, the metrics
 scrape — so none of them knows HTTP or argparse. May import :mod:`policy`,
-:mod:`extender.logs` and :mod:`extender.ledger` (layering: tests/test_layering.py).
+:mod:`extender.logs` and :mod:`extender.ledger` (layering: tests/test_layout.py).
 """
