@@ -47,8 +47,8 @@ import numpy as np
 
 from extender.cluster.base import ClusterError
 from extender.ledger.defrag_holds import Hold
-from extender.views.defrag_plan import Defragged, defrag_of
 from extender.logs import fields, get_logger
+from extender.views.defrag_plan import Defragged, defrag_of
 from policy.defrag import DEFAULT_MAX_MOVES
 
 EVICTED, BLOCKED = "GPUDefragEvicted", "GPUDefragBlocked"  # the reasons of the Events on moved pods

@@ -34,19 +34,19 @@ from importlib import resources
 from flask import Blueprint, Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from extender.verbs import wire
 from extender.cluster.factory import make_cluster
-from extender.serving.config import Config
-from extender.views.defrag_plan import defrag_json
 from extender.ledger.ledger import Ledger
 from extender.logs import fields, get_logger
+from extender.serving.config import Config
+from extender.serving.http_verbs import JSON, VERBS, Verbs, timing
+from extender.serving.rendercache import RenderCache
+from extender.verbs import wire
+from extender.verbs.service import NOT_SYNCED, Extender
+from extender.views.defrag_plan import defrag_json
 from extender.views.metrics import VERBS as METRIC_VERBS
 from extender.views.metrics import Metrics
 from extender.views.planning import PlanSettings, plan_json
-from extender.serving.rendercache import RenderCache
-from extender.verbs.service import NOT_SYNCED, Extender
 from extender.views.templates import load as load_templates
-from extender.serving.http_verbs import JSON, VERBS, Verbs, timing
 from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState

@@ -20,10 +20,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from extender.verbs import wire
 from extender.logs import fields, get_logger
-from extender.views.metrics import Metrics
+from extender.verbs import wire
 from extender.verbs.service import Extender
+from extender.views.metrics import Metrics
 from policy.echo import shown
 
 JSON = "application/json"

@@ -26,28 +26,28 @@ from collections import OrderedDict
 import numpy as np
 import orjson
 
-from extender.ledger import annotations as A
-from extender.views import mapfeed
-from extender.verbs import wire
 from extender.cluster.base import ClusterError, NotLeading
+from extender.ledger import annotations as A
 from extender.ledger.budgets import violations
 from extender.ledger.defrag_facts import controller_key, facts_of
-from extender.views.defrag_plan import Defragged, defrag_of
-from extender.ledger.records import BindRejected, PodRef
 from extender.ledger.ledger import Ledger
 from extender.ledger.podinfo import labels_of, priority_and_start
+from extender.ledger.records import BindRejected, PodRef
+from extender.logs import fields, get_logger
+from extender.verbs import wire
 from extender.verbs.nodelists import NodeLists
 from extender.verbs.outcomes import Outcomes
-from extender.views.planning import PlanCache, Planned, PlanSettings, plan_of
 from extender.verbs.replies import ReplyWriter
+from extender.views import mapfeed
+from extender.views.defrag_plan import Defragged, defrag_of
+from extender.views.planning import PlanCache, Planned, PlanSettings, plan_of
 from extender.views.stranded import StrandedMeter, annotate
-from policy.reasons import FITS
-from extender.logs import fields, get_logger
-from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
-                            request_fields)
-from policy.fragmentation.shapes import ShapeMix
 from policy.defrag import DEFAULT_MAX_MOVES
 from policy.defrag.movable import DEFRAG_ANNOTATION
+from policy.fragmentation.shapes import ShapeMix
+from policy.reasons import FITS
+from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
+                            request_fields)
 from policy.victims import Resident, keep_proposal, select
 
 PREEMPT_SECONDS = 2.0  # longest a preempt call weighs candidates (at ~1.5 ms a crowded node: ~1,300 of them)

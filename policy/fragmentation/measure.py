@@ -44,10 +44,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from policy.fragmentation.shapes import Shapes
 from policy.names import MODE_CORE, MODE_MEMORY
 from policy.placement import fill
 from policy.request import GPURequest
-from policy.fragmentation.shapes import Shapes
 from policy.state import NodesView
 
 

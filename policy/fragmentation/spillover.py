@@ -33,8 +33,8 @@ import threading
 
 import numpy as np
 
-from policy.fragmentation.measure import idle
 from policy.fragmentation.kept import NEVER
+from policy.fragmentation.measure import idle
 from policy.state import WRITING, NodesView
 
 # A decision moves the sums by a row or two, and k by a few thousandths: looking at every view cost ~90 µs

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from policy.request import GPURequest
 from policy.fragmentation.shapes import Shapes
+from policy.request import GPURequest
 from policy.state import NodesView
 
 

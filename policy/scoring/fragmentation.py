@@ -77,16 +77,16 @@ from __future__ import annotations
 import numpy as np
 
 from policy.fragmentation.alike import NodeStates
-from policy.fragmentation.pressure import ModelPressure
 from policy.fragmentation.cache import PartsCache
 from policy.fragmentation.growth import growth_on, growth_per_gpu
 from policy.fragmentation.measure import idle, node_parts, subview
-from policy.placement import Candidates, fullness
-from policy.request import GPURequest
+from policy.fragmentation.pressure import ModelPressure
 from policy.fragmentation.shapes import Shapes, ShapeMix
 from policy.fragmentation.spillover import Spillover
 from policy.fragmentation.starvation import appetite, rates
 from policy.fragmentation.ties import tie
+from policy.placement import Candidates, fullness
+from policy.request import GPURequest
 
 # GPUs (≈ 1e-6): growths that round alike are equal. A power of two, so the rounding itself is exact and its
 # half-points (odd multiples of 2^-21) are not where sums of decimal shares land: two forms of the measure

@@ -7,9 +7,9 @@ import numpy as np
 
 from benchmarks import load
 from benchmarks.synthetic import cluster_objects
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 
 
 def test_synthetic_cluster_is_deterministic_and_within_capacity():

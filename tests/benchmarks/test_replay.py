@@ -10,8 +10,8 @@ from benchmarks import protocol
 from benchmarks.kube import KubeScheduler
 from benchmarks.mapping import GPU_GIB, make_mapping
 from benchmarks.replay import replay
-from benchmarks.trace import TraceError, read_nodes, read_pods
 from benchmarks.simulate import main
+from benchmarks.trace import TraceError, read_nodes, read_pods
 from policy.node import parse_node
 
 

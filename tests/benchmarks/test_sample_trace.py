@@ -10,8 +10,8 @@ import pytest
 
 import small_trace
 from benchmarks import sample_trace
-from benchmarks.trace import read_nodes, read_pods
 from benchmarks.simulate import main
+from benchmarks.trace import read_nodes, read_pods
 
 ROOT = Path(__file__).resolve().parents[2]
 

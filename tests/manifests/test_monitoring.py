@@ -20,10 +20,10 @@ from kubernetes import client as kube_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from builders import node, pod, scheduler_pod
-from extender.serving.app import build_extender, create_app
-from extender.serving.config import Config
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from extender.views.metrics import Metrics
 from fakekube import FakeKube, wait_until
 from policy.request import parse_pod_request

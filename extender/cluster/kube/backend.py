@@ -51,10 +51,10 @@ from collections import defaultdict
 
 import orjson
 
-from extender.ledger import annotations as A
 from extender.cluster.base import ClusterError, NotLeading
-from extender.cluster.kube.reflector import Backoff, Reflector, api_status
 from extender.cluster.kube.api import RawApi
+from extender.cluster.kube.reflector import Backoff, Reflector, api_status
+from extender.ledger import annotations as A
 from extender.logs import fields, get_logger
 from policy.allocation import per_gpu
 from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE

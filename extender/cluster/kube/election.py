@@ -37,7 +37,8 @@ so the loop below keeps client-go's rules (kube-scheduler's) and adds them:
 
 Lease requests time out after half the renew deadline (at least 0.5 s).
 Imports: :mod:`extender.cluster.base`, :mod:`extender.cluster.leadership`, :mod:`extender.logs`,
-:mod:`extender.cluster.kube.api`, :mod:`extender.cluster.kube.lease`, :mod:`extender.cluster.kube.catchup`.
+:mod:`extender.cluster.kube.api`, :mod:`extender.cluster.kube.lease`, :mod:`extender.cluster.kube.catchup`,
+:mod:`extender.cluster.kube.follow` (the follower it runs instead with ``settings.follow``).
 """
 
 from __future__ import annotations

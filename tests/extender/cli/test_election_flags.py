@@ -5,10 +5,10 @@ import socket
 
 import pytest
 
-from extender.cli.main import build_parser
-from extender.cli.main import main
 from extender.cli import election_flags
 from extender.cli.election_flags import election_settings
+from extender.cli.main import build_parser
+from extender.cli.main import main
 
 
 def settings(*flags):

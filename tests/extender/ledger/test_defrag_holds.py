@@ -8,10 +8,10 @@ import orjson
 
 from builders import node, pod, running_pod
 from defrag_cases import owned
+from extender.cluster.embedded import EmbeddedCluster
+from extender.ledger.defrag_holds import DefragHolds, Hold
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.ledger.defrag_holds import DefragHolds, Hold
-from extender.cluster.embedded import EmbeddedCluster
 from policy.request import simple_request
 
 NODES = ["gpu-a", "gpu-b"]

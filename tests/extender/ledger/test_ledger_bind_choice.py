@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from builders import node, pod
-from extender.ledger.records import BindRejected, PodRef
 from extender.ledger.ledger import Ledger
+from extender.ledger.records import BindRejected, PodRef
 from policy.request import parse_pod_request
 from policy.state import ClusterState
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from builders import node, pod, run_interleaved
-from extender.serving.app import build_extender
-from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 

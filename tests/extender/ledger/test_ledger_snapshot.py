@@ -5,9 +5,9 @@ import threading
 import orjson
 
 from builders import node, pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 
 
 def test_snapshot_leaves_out_one_namespace_and_is_consistent_while_binds_run():

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import container, node, pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 from test_ledger_properties import ledger_fingerprint
 
 NAMES = ["core-a", "cgpu-a"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from extender.serving.app import build_extender
-from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger.ledger import Ledger
-from extender.ledger.records import PodRef
 from extender.ledger.pending import PendingPods, pending_of
+from extender.ledger.records import PodRef
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from policy.request import GPURequest, InvalidRequest
 from policy.scoring import make_strategy
 from policy.state import ClusterState

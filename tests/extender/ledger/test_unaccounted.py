@@ -6,9 +6,9 @@ import orjson
 import yaml
 
 from builders import node, pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"
 MEM, CORE = "aliyun.com/gpu-mem", "aliyun.com/gpu-core.percentage"

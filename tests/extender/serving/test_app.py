@@ -6,11 +6,11 @@ import orjson
 import pytest
 
 from builders import container, pod, scheduler_pod
+from extender.cluster.demo import demo_objects
+from extender.cluster.embedded import EmbeddedCluster
 from extender.ledger import annotations as A
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.demo import demo_objects
-from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"
 DEMO_NODES = ["gpu-core-a", "gpu-core-b", "gpu-core-full", "gpu-cgpu-a", "gpu-share-a", "gpu-whole-a"]

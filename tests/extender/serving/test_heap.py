@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from extender.serving.heap import freeze_after_sync
 from extender.logs import get_logger
+from extender.serving.heap import freeze_after_sync
 
 
 @pytest.fixture

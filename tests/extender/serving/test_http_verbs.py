@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from asgi_client import asgi_call
 from builders import scheduler_pod
 from extender.serving.app import build_extender, create_app
-from extender.serving.config import Config
 from extender.serving.asgi import ExtenderASGI
+from extender.serving.config import Config
 from extender.serving.http_verbs import VERBS, mimetype
 
 PREFIX = "/cgpu-scheduler"

@@ -8,8 +8,8 @@ import pytest
 from asgi_client import asgi_call
 from builders import scheduler_pod
 from extender.serving.app import create_app
-from extender.serving.config import Config
 from extender.serving.asgi import ExtenderASGI
+from extender.serving.config import Config
 
 PREFIX = "/cgpu-scheduler"
 FILTER_BODY = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": ["gpu-core-a"]})

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from builders import container, node, pod, run_interleaved
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 from policy.scoring import STRATEGIES
 
 PREFIX = "/cgpu-scheduler"

@@ -4,9 +4,9 @@ always NodeNameToMetaVictims, and the issue's example end to end on the embedded
 import orjson
 
 from builders import node, pod, running_pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 
 PREFIX = "/cgpu-scheduler"
 

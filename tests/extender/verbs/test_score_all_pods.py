@@ -5,9 +5,9 @@ import copy
 import orjson
 
 from builders import node, pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 
 NODES = [node("busy", "cgpu", gpus=2, gib=16), node("idle", "cgpu", gpus=2, gib=16)]
 NAMES = ["busy", "idle"]

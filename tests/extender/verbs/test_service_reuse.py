@@ -4,9 +4,9 @@ import orjson
 
 import extender.verbs.service as service_module
 from builders import node, pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 
 NODES = ["a", "b"]
 

@@ -12,10 +12,10 @@ from kubernetes import client
 from werkzeug.serving import make_server
 
 from defrag_cases import budget, thirds, waiting
-from extender.serving.app import create_app
-from extender.cli.main import main
 from extender.cli.defrag import from_objects
 from extender.cli.inspect import api_objects
+from extender.cli.main import main
+from extender.serving.app import create_app
 from extender.serving.config import Config
 from extender.views.defrag_text import render
 from extender.views.planning import PlanSettings

@@ -9,12 +9,12 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.operator_cluster import POOL_LABEL, learn_mix, operator_objects, write_cluster
 from browser import Browser, chromium
 from demo_server import serving, serving_demo
-from benchmarks.operator_cluster import POOL_LABEL, learn_mix, operator_objects, write_cluster
-from policy.names import NODE_SCHEDULE
 from extender.serving.app import create_app
 from extender.serving.config import Config
+from policy.names import NODE_SCHEDULE
 
 README_POD = {"metadata": {"name": "cuda-sample", "namespace": "default", "uid": "0d4c6f1e-demo"},
               "spec": {"containers": [{"name": "cuda", "resources": {"limits": {

@@ -10,14 +10,14 @@ from kubernetes import client
 from werkzeug.serving import make_server
 
 from builders import node, pod
-from extender.ledger import annotations as A
-from extender.serving.app import build_extender, create_app
-from extender.cli.main import main
 from extender.cli.inspect import from_api, from_endpoint, from_objects, kubectl_plugin
-from extender.serving.config import Config
-from extender.views.inspect_text import UnknownNode, render
+from extender.cli.main import main
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
+from extender.ledger import annotations as A
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
+from extender.views.inspect_text import UnknownNode, render
 from fakekube import FakeKube, wait_until
 
 NS = 1_700_000_000_000_000_000

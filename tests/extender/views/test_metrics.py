@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from builders import container, node, pod, scheduler_pod
+from extender.cluster.embedded import EmbeddedCluster
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 from policy.reasons import MESSAGES, NAMES
 
 PREFIX = "/cgpu-scheduler"

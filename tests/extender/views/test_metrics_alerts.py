@@ -7,11 +7,11 @@ import orjson
 import pytest
 
 from builders import node, pod
+from extender.cluster.embedded import EmbeddedCluster
+from extender.ledger.pending import PendingPod, oldest_age
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.embedded import EmbeddedCluster
 from extender.verbs.outcomes import ERROR_REASONS, ERROR_VERBS
-from extender.ledger.pending import PendingPod, oldest_age
 from test_metrics import PREFIX, scrape, series
 
 

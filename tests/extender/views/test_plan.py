@@ -6,10 +6,10 @@ import pytest
 import yaml
 
 from builders import node, pod
-from extender.serving.app import create_app
 from extender.cli.main import main
-from extender.serving.config import Config
 from extender.cluster.embedded import EmbeddedCluster
+from extender.serving.app import create_app
+from extender.serving.config import Config
 
 POOL_KEY = "alibabacloud.com/nodepool-id"
 TAINT = {"key": "scaler", "value": "gpu", "effect": "NoSchedule"}

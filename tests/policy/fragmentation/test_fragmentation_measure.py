@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.fragmentation.pressure import ModelPressure
 from policy.fragmentation.cache import PartsCache
 from policy.fragmentation.growth import after_parts, chosen_parts, growth_on, growth_per_gpu
 from policy.fragmentation.measure import distinct_gpus, fragmentation, idle
+from policy.fragmentation.pressure import ModelPressure
+from policy.fragmentation.shapes import Shapes
 from policy.names import BINPACK, MODE_CORE, MODE_MEMORY, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.request import host_request, simple_request
-from policy.fragmentation.shapes import Shapes
 from policy.state import ClusterState
 
 GPU = 1000  # memory units per GPU: one unit = 1/1000 GPU, as in the milli mapping

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusters import clusters, requests
-from policy.fragmentation.measure import fragmentation
 from policy.fragmentation.fragments import stranded_gpus, stranded_share
+from policy.fragmentation.measure import fragmentation
+from policy.fragmentation.shapes import Shapes
 from policy.names import BINPACK, MODE_CORE, MODE_MEMORY, MODE_NONE, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.request import host_request, simple_request
-from policy.fragmentation.shapes import Shapes
 from policy.state import ClusterState
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.request import host_request, simple_request
 from policy.fragmentation.shapes import Shapes, ShapeMix
+from policy.request import host_request, simple_request
 
 REQUESTS = [simple_request(250, cpu=4_000), simple_request(500, cpu=8_000, models=frozenset({"T4"})),
             simple_request(1000, whole_device=True, cpu=2_000, host_memory=2**30),

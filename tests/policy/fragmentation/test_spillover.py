@@ -5,12 +5,12 @@ from hypothesis import strategies as st
 
 import policy.fragmentation.spillover as spillover
 from policy.fragmentation.measure import idle
-from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
-from policy.node import NodeSpec
-from policy.request import host_request, simple_request
 from policy.fragmentation.shapes import Shapes
 from policy.fragmentation.spillover import Spillover
 from policy.fragmentation.starvation import appetite, rates
+from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
+from policy.node import NodeSpec
+from policy.request import host_request, simple_request
 from policy.state import ClusterState, WRITING
 
 GPU = 1000  # memory units per GPU, as in the milli mapping

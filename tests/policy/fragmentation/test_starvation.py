@@ -3,11 +3,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policy.fragmentation.shapes import Shapes
+from policy.fragmentation.starvation import appetite, starved, starved_growth
 from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.request import host_request, simple_request
-from policy.fragmentation.shapes import Shapes
-from policy.fragmentation.starvation import appetite, starved, starved_growth
 from policy.state import ClusterState
 
 GPU = 1000  # memory units per GPU, as in the milli mapping

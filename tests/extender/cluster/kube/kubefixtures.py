@@ -5,10 +5,10 @@ The conftest.py of each folder whose tests use them imports them."""
 import pytest
 from kubernetes import client
 
-from extender.serving.app import build_extender
-from extender.serving.config import Config
 from extender.cluster.kube.backend import KubernetesCluster
 from extender.cluster.kube.reflector import Backoff
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 from fakekube import FakeKube
 
 FAST = Backoff(initial=0.02, maximum=0.2)

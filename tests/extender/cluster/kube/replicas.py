@@ -14,11 +14,11 @@ from dataclasses import replace
 
 import orjson
 
-from kubefixtures import connect
+from extender.cluster.leadership import ElectionSettings
 from extender.serving.app import build_extender, create_app
 from extender.serving.config import Config
-from extender.cluster.leadership import ElectionSettings
 from fakekube import wait_until
+from kubefixtures import connect
 
 FAST = ElectionSettings(lease_duration=1.0, renew_deadline=0.6, retry_period=0.2, name="cgpu-extender",
                         namespace="kube-system")

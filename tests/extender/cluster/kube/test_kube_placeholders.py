@@ -5,13 +5,13 @@ import kubernetes_validate
 import pytest
 
 from builders import node, pod
-from kubefixtures import connect
+from extender.cluster.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
 from extender.serving.app import build_extender
 from extender.serving.config import Config
-from extender.cluster.kube.placeholders import POOL_ANNOTATION, SAFE_TO_EVICT, SELECTOR
 from extender.views.metrics import Metrics
 from extender.views.planning import plan_json
 from fakekube import wait_until
+from kubefixtures import connect
 from kubesteps import bind, filter_
 from policy.pools import Entry
 

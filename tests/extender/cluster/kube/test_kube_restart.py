@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from builders import node, pod
-from kubefixtures import connect
 from extender.serving.app import build_extender
 from extender.serving.config import Config
 from fakekube import FakeKube, wait_until
+from kubefixtures import connect
 
 from test_ledger_properties import ledger_fingerprint, pod_shapes
 

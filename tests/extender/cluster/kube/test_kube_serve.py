@@ -88,7 +88,7 @@ def test_backend_selection(world):
     assert call(f"{serve('--kubeconfig', str(config)).base}/inspect")[1]["cluster"] == "kubernetes"
     assert call(f"{serve(kubeconfig_env=True).base}/inspect")[1]["cluster"] == "kubernetes"
     assert call(f"{serve('--demo', kubeconfig_env=True).base}/inspect")[1]["cluster"] == "embedded"
-    # nothing configured: no silent demo (tests/extender/test_serve.py)
+    # nothing configured: no silent demo (tests/extender/cli/test_serve.py)
 
 
 def shares(report):

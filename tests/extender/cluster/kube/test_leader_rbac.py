@@ -6,12 +6,12 @@ manifests/rbac.yaml."""
 
 from dataclasses import replace
 
+from extender.cluster.kube.follow import this_host
 from fakekube import wait_until
+from fakeleases import LEASE_PATH
 from replicas import FAST, Replica, leader_of
 from test_kube_rbac import granted, needed
 from test_leader_follow import FOLLOW, Scheduler
-from extender.cluster.kube.follow import this_host
-from fakeleases import LEASE_PATH
 
 ELECTION = FAST  # kube-system/cgpu-extender
 VERBS = {"GET": "get", "PUT": "update", "POST": "create"}
