@@ -11,8 +11,8 @@ WORKDIR /src
 COPY setup.cfg pyproject.toml README.md LICENSE constraints.txt ./
 COPY policy ./policy
 COPY extender ./extender
-# the versions the tests passed with (constraints.txt)
-RUN pip install -c constraints.txt . && rm -rf /src
+# the versions the tests passed with (constraints.txt); benchmarks/ is left out, and so is its command
+RUN pip install -c constraints.txt . && rm -rf /src /usr/local/bin/cgpu-simulate
 
 # Runs as a fixed non-root user; the root filesystem can be mounted read-only
 # (give it a writable /tmp for Python's temporary files: mount an emptyDir there).

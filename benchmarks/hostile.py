@@ -300,7 +300,7 @@ def _post(port: int, path: str, body: bytes, timeout: float = 60) -> tuple:
 
 def crowded_cluster(nodes: int) -> list:
     """``nodes`` core_mem nodes of 8 × 80 GiB GPUs, each GPU full with 20 pods of 4 GiB and 5 %."""
-    from extender import annotations as A
+    from extender.ledger import annotations as A
 
     objects = []
     for i in range(nodes):

@@ -2,7 +2,7 @@
 
     python -m benchmarks.limited_server '{"config": {...}, "where": {...}, "limits": {...}}'
 
-``config`` are :class:`extender.config.Config` fields, ``where`` those of
+``config`` are :class:`extender.serving.config.Config` fields, ``where`` those of
 :class:`extender.serving.application.Listening`, ``limits`` those of
 :class:`extender.serving.budgets.Limits`.
 """
@@ -10,9 +10,9 @@
 import json
 import sys
 
-from extender.config import Config
 from extender.serving.application import ExtenderApplication, Listening
 from extender.serving.budgets import Limits
+from extender.serving.config import Config
 
 
 def main(argv=None) -> None:

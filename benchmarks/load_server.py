@@ -19,8 +19,8 @@ import os
 import orjson
 from flask import Blueprint, Response, request
 
-from extender.app import create_app
-from extender.config import Config
+from extender.serving.app import create_app
+from extender.serving.config import Config
 from extender.serving.application import ExtenderApplication, Listening
 from extender.serving.budgets import Limits
 

@@ -3,7 +3,7 @@ and ``GET plan``.
 
 For each cluster size, :mod:`benchmarks.operator_cluster`'s cluster (the load benchmark's synthetic nodes and
 bound pods, with pools, GPU models, readiness and ``--pending`` pending pods) is served by the app in process,
-its heap frozen as the server does after the first sync (``extender.heap``), after the extender learned the
+its heap frozen as the server does after the first sync (``extender.serving.heap``), after the extender learned the
 load driver's first eight pod shapes (so the stranded measure is made). Sizes are exact; CPU figures are the
 median of ``--repeat`` requests (``time.process_time``: other load on the machine changes them little).
 
@@ -19,9 +19,9 @@ import time
 
 from benchmarks.operator_cluster import operator_objects
 from benchmarks.synthetic import pending_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
+from extender.cluster.embedded import EmbeddedCluster
 from policy.request import parse_pod_request
 
 PREFIX = "/cgpu-scheduler"

@@ -7,7 +7,7 @@ load driver's shapes are bound where a first plan fits them (the cluster is
 then about full), and ``--pending`` more such pods wait. Reported:
 
 * CPU time (``time.process_time``, this process; the median of ``--repeats``)
-  of a whole plan (``extender.planning.plan_of``: snapshot, pools, placement)
+  of a whole plan (``extender.views.planning.plan_of``: snapshot, pools, placement)
   and of the snapshot alone, which holds the state's lock (binds wait for it);
 * the plan's outcome: pods that fit now, new nodes and the pods on them,
   unplaceable pods;
@@ -32,9 +32,10 @@ import time
 import numpy as np
 
 from benchmarks.synthetic import cluster_objects, pending_pod
-from extender.embedded import EmbeddedCluster
-from extender.ledger import Ledger, PodRef
-from extender.planning import PlanSettings, plan_of
+from extender.cluster.embedded import EmbeddedCluster
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
+from extender.views.planning import PlanSettings, plan_of
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 from policy.totals import looks_schedulable

@@ -30,10 +30,10 @@ import numpy as np
 import orjson
 
 from benchmarks.synthetic import POD_SHAPES, cluster_objects, pending_pod
-from extender.app import build_extender
-from extender.config import Config
-from extender.embedded import EmbeddedCluster
-from extender.ledger import PodRef
+from extender.serving.app import build_extender
+from extender.serving.config import Config
+from extender.cluster.embedded import EmbeddedCluster
+from extender.ledger.records import PodRef
 from policy.reasons import FITS, UNRESOLVABLE_TABLE
 from policy.request import parse_pod_request
 from policy.victims import Resident, keep_proposal

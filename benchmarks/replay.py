@@ -24,7 +24,8 @@ from benchmarks import protocol
 from benchmarks.kube import KubeScheduler, all_pods_through_extender
 from benchmarks.mapping import MIB, make_mapping
 from benchmarks.trace import Nodes, Pods
-from extender.ledger import Ledger, PodRef
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
 from policy.reasons import FITS
 from policy.scoring import make_strategy
 from policy.state import ClusterState

@@ -1,7 +1,7 @@
-"""A small synthetic trace in the openb CSV format, shipped so ``cgpu-extender simulate`` runs from a fresh clone.
+"""A small synthetic trace in the openb CSV format, shipped so ``cgpu-simulate`` runs from a fresh clone.
 
 It is **not** Alibaba's trace (that one is not ours to copy into the
-repository: ``cgpu-extender simulate --trace default --openb-dir DIR`` reads
+repository: ``cgpu-simulate --trace default --openb-dir DIR`` reads
 it). It is generated here, with a fixed seed, in the same columns, and shaped
 loosely after the published description of openb's default pod list (its
 README in alibaba/clusterdata, cluster-trace-gpu-v2023): 16 nodes of the

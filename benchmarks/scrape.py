@@ -29,11 +29,11 @@ import numpy as np
 import orjson
 
 from benchmarks.synthetic import cluster_objects, pending_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
-from extender.embedded import EmbeddedCluster
-from extender.outcomes import Outcomes
-from extender.stranded import StrandedMeter
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
+from extender.cluster.embedded import EmbeddedCluster
+from extender.verbs.outcomes import Outcomes
+from extender.views.stranded import StrandedMeter
 from policy.request import parse_pod_request
 
 PREFIX = "/cgpu-scheduler"

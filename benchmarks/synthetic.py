@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from extender import annotations as A
+from extender.ledger import annotations as A
 from policy.names import GPU_CORE, GPU_COUNT, GPU_MEM, NODE_PLACEMENT, NODE_SCHEDULE, WHOLE_GPU
 
 GPU_SIZES = (15, 16, 22, 32, 80)

@@ -1,5 +1,5 @@
 import sys
 
-from extender.cli import main
+from extender.cli.main import main
 
 sys.exit(main())

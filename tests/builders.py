@@ -105,7 +105,7 @@ def run_interleaved(target, arguments: list, switch: float = 1e-6) -> None:
 def running_pod(name: str, node_name: str, gpu: int, gib: int, priority: int, gpu_memory: int = 22,
                 created: str = "2026-01-01T00:00:00Z", labels: dict | None = None) -> dict:
     """A running pod holding ``gib`` on GPU ``gpu`` of ``node_name`` (V2 annotations), with a priority."""
-    from extender import annotations as A
+    from extender.ledger import annotations as A
 
     p = pod(name, mem=gib, node_name=node_name, labels=labels)
     p["metadata"]["annotations"] = A.write({0: {gpu: gib}}, {}, gpu_memory, 1)

@@ -15,11 +15,11 @@ from kubernetes import client as kube_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from builders import node, pod, scheduler_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
-from extender.kube.backend import KubernetesCluster
-from extender.kube.reflector import Backoff
-from extender.metrics import Metrics
+from extender.cluster.kube.backend import KubernetesCluster
+from extender.cluster.kube.reflector import Backoff
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
+from extender.views.metrics import Metrics
 from fakekube import FakeKube, wait_until
 
 
@@ -47,7 +47,7 @@ def exported() -> dict:
     found = _families(client.get("/cgpu-scheduler/metrics").get_data(as_text=True))
 
     from extender.defrag.executor import DefragStats
-    from extender.defrag.inputs import defrag_of
+    from extender.views.defrag_plan import defrag_of
 
     extender = app.extensions["cgpu"]
     extender.defragger = type("Ran", (), {"stats": DefragStats(last=defrag_of(

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from exported_metrics import exported, sample_names
-from extender.app import create_app
-from extender.cli import build_parser
-from extender.config import Config
-from extender.verbs import VERBS
+from extender.cli.main import build_parser
+from extender.serving.app import create_app
+from extender.serving.config import Config
+from extender.serving.http_verbs import VERBS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

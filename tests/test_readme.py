@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from demo_server import serving_demo
-from extender.cli import build_parser
+from extender.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

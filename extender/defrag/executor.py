@@ -11,14 +11,14 @@ only — it needs the Eviction API):
   2. while a move's replacement is not bound yet (its hold is open) nothing
      more happens: one move at a time;
   3. nor when ``moves_per_hour`` evictions were attempted in the last hour;
-  4. a fresh plan (:mod:`extender.defrag.inputs`, the PodDisruptionBudgets
+  4. a fresh plan (:mod:`extender.views.defrag_plan`, the PodDisruptionBudgets
      read from the API server) of at most ``max_moves`` moves and no more
      than the hour has left; the pods held for before keep their room until
      they bind or their hold's time is up (where the plan now puts them, if
      it places them);
   5. its first move: the replacement's GPUs are held for the evicted pod's
      controller and the room of every pod the plan lets in for that pod
-     (:mod:`extender.defrag.holds`, ``hold_seconds`` at most, replacing the
+     (:mod:`extender.ledger.defrag_holds`, ``hold_seconds`` at most, replacing the
      pending pods' holds of earlier rounds), then the pod is evicted through
      the Eviction API with its UID as precondition, so the API server
      enforces its PodDisruptionBudgets. Evicted: a Normal Event
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from extender.cluster import ClusterError
-from extender.defrag.holds import Hold
-from extender.defrag.inputs import Defragged, defrag_of
+from extender.cluster.base import ClusterError
+from extender.ledger.defrag_holds import Hold
 from extender.logs import fields, get_logger
+from extender.views.defrag_plan import Defragged, defrag_of
 from policy.defrag import DEFAULT_MAX_MOVES
 
 EVICTED, BLOCKED = "GPUDefragEvicted", "GPUDefragBlocked"  # the reasons of the Events on moved pods

@@ -33,11 +33,11 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 from gunicorn.sock import create_sockets
 
-from extender.app import create_app
-from extender.config import Config
-from extender.heap import freeze_after_sync
 from extender.logs import JsonFormatter, configure, fields, get_logger
+from extender.serving.app import create_app
 from extender.serving.budgets import Limits, descriptor_limits
+from extender.serving.config import Config
+from extender.serving.heap import freeze_after_sync
 
 WORKER_CLASS = "extender.serving.worker.ExtenderWorker"
 BACKLOG = 2048

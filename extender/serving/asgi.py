@@ -1,7 +1,7 @@
 """The application the worker serves: the scheduler verbs from bytes, everything else Flask.
 
 :class:`ExtenderASGI` answers an exact ``POST <prefix>/<verb>`` itself, with
-:class:`extender.verbs.Verbs` (the same reply Flask's route gives, without
+:class:`extender.serving.http_verbs.Verbs` (the same reply Flask's route gives, without
 Flask's request machinery, ~100 µs a request): filter and prioritize, which
 only compute, in the event loop's thread when their body is at most
 ``inline_body_bytes`` (handing a request to a thread and back costs more than
@@ -18,7 +18,7 @@ or ``Sec-Fetch-Site: cross-site`` comes from a browser page (kube-scheduler
 sends neither; a DNS-rebinding page can make a browser send one with a
 matching ``Host``): it is refused 403.
 
-Every other request goes to the Flask app (:func:`extender.app.create_app`)
+Every other request goes to the Flask app (:func:`extender.serving.app.create_app`)
 through a2wsgi, in one of two pools: the operators' heavy reads (metrics,
 inspect, plan, ui, defrag) in ``OPERATOR_THREADS`` threads, everything else
 (probes, unknown routes) in ``OTHER_THREADS``: no amount of GETs can take a
@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import orjson
 from a2wsgi import WSGIMiddleware
 
-from extender.verbs import VERBS
+from extender.serving.http_verbs import VERBS
 
 INLINE_VERBS = ("filter", "prioritize")
 HEAVY_READS = ("/metrics", "/inspect", "/plan", "/ui", "/defrag")  # path endings of the operators' reads

@@ -1,14 +1,16 @@
 """fragmentation: place a pod where it strands the least GPU for the pods to come.
 
-    raw(node)      = −Δ(node) + tie(u(node), h(node))                             (policy.ties)
+    raw(node)      = −Δ(node) + tie(u(node), h(node))                             (ties)
     Δ(node)        = min over the GPUs g the pod may take of M(node with the pod on g) − M(node),
                      rounded to 2⁻²⁰ GPU (≈ 10⁻⁶)
     M(node)        = Frag(node) + Stranded(node) + Starved(node)
-    Frag(node)     = Σ_m p(m) · F(node, m)                   (policy.fragmentation)
+    Frag(node)     = Σ_m p(m) · F(node, m)                   (measure)
     Stranded(node) = Σ_g idle(g) · [some GPU shape would fit g but for the node's CPU and memory, none does]
-    Starved(node)  = max(0, idle(node) − min(cpu_free / c̄', host_free / h̄'))  (policy.starvation)
-    c̄'             = c̄ + k · r,  h̄' = h̄ + k_h · r_h                               (policy.spillover)
+    Starved(node)  = max(0, idle(node) − min(cpu_free / c̄', host_free / h̄'))  (starvation)
+    c̄'             = c̄ + k · r,  h̄' = h̄ + k_h · r_h                               (spillover)
     p(m)          ∝ w(m) · π(m)
+
+(the names in brackets are modules of :mod:`policy.fragmentation`).
 
 FGD (Weng et al., USENIX ATC 2023: place where the node's fragmentation grows
 least) with the shape popularity learned online instead of read from the
@@ -18,11 +20,11 @@ whole trace in advance:
   (per-GPU memory and compute, GPU count, whole-device, CPU, host memory,
   allowed GPU models), weighted by the GPUs it asks for (at least 1;
   ``weighting="pods"`` counts pods as FGD did); see
-  :class:`policy.shapes.ShapeMix` for ``max_shapes`` and ``half_life``.
+  :class:`policy.fragmentation.shapes.ShapeMix` for ``max_shapes`` and ``half_life``.
   Before any pod was seen the pod itself is the only shape.
 * ``π(m)``: a shape that may use only some GPU models weighs by how scarce
   their idle capacity is in the cluster: idle share of all nodes / of those
-  it may use (:class:`policy.fragmentation.ModelPressure`; 1 for a shape that
+  it may use (:class:`policy.fragmentation.pressure.ModelPressure`; 1 for a shape that
   may use any model).
 * ``Stranded(node)``: Frag is the GPU the *next* pod is expected to find
   unusable, so a GPU whose node no longer has the CPU or memory of any GPU
@@ -48,7 +50,7 @@ whole trace in advance:
   When the cluster's free CPU cannot hold both the idle GPUs' pods and the
   CPU-only pods that come with them, a share k of those CPU-only pods will
   eat CPU beside idle GPUs; an idle GPU then needs c̄ + k · r, r being the
-  CPU-only pods' CPU per GPU of demand (:mod:`policy.spillover`; k = 0
+  CPU-only pods' CPU per GPU of demand (:mod:`policy.fragmentation.spillover`; k = 0
   where CPU is ample, as on most mixes; host memory alike).
 * ``u(node)``: mean fullness of the node's healthy GPUs before the pod
   (``Candidates.node_fill``), then ``h(node)``, the mean fullness of its
@@ -67,21 +69,24 @@ node's placement label (any k idle GPUs strand alike).
 
 Δ and the GPU choice depend on the node's row and on what all rows share
 (the mix, its model pressure), so they are worked out once per distinct node
-state (:mod:`policy.alike`) and given to every node in it.
+state (:mod:`policy.fragmentation.alike`) and given to every node in it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from policy.alike import NodeStates
-from policy.fragmentation import ModelPressure, PartsCache, growth_on, growth_per_gpu, idle, node_parts, subview
+from policy.fragmentation.alike import NodeStates
+from policy.fragmentation.cache import PartsCache
+from policy.fragmentation.growth import growth_on, growth_per_gpu
+from policy.fragmentation.measure import idle, node_parts, subview
+from policy.fragmentation.pressure import ModelPressure
+from policy.fragmentation.shapes import Shapes, ShapeMix
+from policy.fragmentation.spillover import Spillover
+from policy.fragmentation.starvation import appetite, rates
+from policy.fragmentation.ties import tie
 from policy.placement import Candidates, fullness
 from policy.request import GPURequest
-from policy.shapes import Shapes, ShapeMix
-from policy.spillover import Spillover
-from policy.starvation import appetite, rates
-from policy.ties import tie
 
 # GPUs (≈ 1e-6): growths that round alike are equal. A power of two, so the rounding itself is exact and its
 # half-points (odd multiples of 2^-21) are not where sums of decimal shares land: two forms of the measure
@@ -120,7 +125,7 @@ class Fragmentation:
 
     def shapes(self, candidates: Candidates, alike: tuple | None = None) -> Shapes:
         """p(m) for this decision: the learned mix under the candidates' model pressure
-        (``alike``: the candidates' node states, :meth:`policy.alike.NodeStates.alike`)."""
+        (``alike``: the candidates' node states, :meth:`policy.fragmentation.alike.NodeStates.alike`)."""
         shapes = self.mix.shapes() or self.mix.alone(candidates.request)
         if all(codes is None for codes in shapes.model_groups()):
             return shapes

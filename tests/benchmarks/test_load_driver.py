@@ -7,9 +7,9 @@ import numpy as np
 
 from benchmarks import load
 from benchmarks.synthetic import cluster_objects
-from extender.app import build_extender
-from extender.config import Config
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
+from extender.serving.app import build_extender
+from extender.serving.config import Config
 
 
 def test_synthetic_cluster_is_deterministic_and_within_capacity():

@@ -49,7 +49,7 @@ def test_measure_runs_end_to_end_on_a_tiny_cluster():
 def test_thread_names_come_from_py_spy_dump_and_pools_share_one():
     dump = ('Process 3609: python -m extender serve\nPython v3.11.7\n\n'
             'Thread 3609 (idle): "MainThread"\n    run (asyncio/base_events.py:607)\n'
-            'Thread 3611 (active): "request_0"\n    bind (extender/verbs.py:90)\n'
+            'Thread 3611 (active): "request_0"\n    bind (extender/serving/http_verbs.py:90)\n'
             'Thread 3612 (idle): "request_12"\n'
             'Thread 3613 (idle): "reflector-pods"\n')
     assert load_kube.names_in_dump(dump) == {"3609": "MainThread", "3611": "request", "3612": "request",

@@ -10,8 +10,8 @@ from benchmarks import protocol
 from benchmarks.kube import KubeScheduler
 from benchmarks.mapping import GPU_GIB, make_mapping
 from benchmarks.replay import replay
+from benchmarks.simulate import main
 from benchmarks.trace import TraceError, read_nodes, read_pods
-from extender.cli import main
 from policy.node import parse_node
 
 
@@ -124,7 +124,7 @@ def test_unreadable_traces_are_refused(tmp_path):
 def test_simulate_command_writes_mean_and_sd(trace, tmp_path, capsys):
     _, _, nodes_path, pods_path = trace
     out = tmp_path / "result.json"
-    assert main(["simulate", "--nodes", nodes_path, "--pods", pods_path, "--policy", "binpack", "--seeds", "2",
+    assert main(["--nodes", nodes_path, "--pods", pods_path, "--policy", "binpack", "--seeds", "2",
                  "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     values = [r["unallocated"] for r in result["runs"]]
@@ -135,5 +135,5 @@ def test_simulate_command_writes_mean_and_sd(trace, tmp_path, capsys):
 
 
 def test_simulate_command_says_what_is_wrong(tmp_path, capsys):
-    assert main(["simulate", "--nodes", str(tmp_path / "none.csv"), "--seeds", "1"]) == 2
+    assert main(["--nodes", str(tmp_path / "none.csv"), "--seeds", "1"]) == 2
     assert "cannot read" in capsys.readouterr().err

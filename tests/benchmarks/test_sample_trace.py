@@ -1,4 +1,4 @@
-"""`cgpu-extender simulate` from a fresh clone: the shipped synthetic sample runs, the openb trace is pointed to."""
+"""`cgpu-simulate` from a fresh clone: the shipped synthetic sample runs, the openb trace is pointed to."""
 
 import os
 import shutil
@@ -10,8 +10,8 @@ import pytest
 
 import small_trace
 from benchmarks import sample_trace
+from benchmarks.simulate import main
 from benchmarks.trace import read_nodes, read_pods
-from extender.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,28 +37,28 @@ def test_the_sample_is_small_in_openb_columns_and_mixes_every_kind_of_pod():
 
 
 def test_simulate_runs_on_the_sample_by_default(capsys):
-    assert main(["simulate", "--seeds", "2", "--policy", "binpack"]) == 0
+    assert main(["--seeds", "2", "--policy", "binpack"]) == 0
     out = capsys.readouterr().out
     assert "binpack on sample (milli, paper): unallocated GPU at 100 % arrived" in out
 
 
 def test_a_lone_pod_list_takes_the_node_list_beside_it(tmp_path, capsys):
     _, pods_path = small_trace.write(str(tmp_path))
-    assert main(["simulate", "--pods", pods_path, "--seeds", "1", "--policy", "binpack"]) == 0
+    assert main(["--pods", pods_path, "--seeds", "1", "--policy", "binpack"]) == 0
     assert "binpack on synthetic" in capsys.readouterr().out
-    assert main(["simulate", "--pods", sample_trace.PODS_PATH, "--seeds", "1", "--policy", "binpack"]) == 0
+    assert main(["--pods", sample_trace.PODS_PATH, "--seeds", "1", "--policy", "binpack"]) == 0
     assert "binpack on sample" in capsys.readouterr().out
 
 
 def test_an_openb_trace_that_is_not_there_is_one_line_saying_where_it_comes_from(tmp_path, capsys):
-    assert main(["simulate", "--trace", "gpushare40", "--openb-dir", str(tmp_path), "--seeds", "1"]) == 2
+    assert main(["--trace", "gpushare40", "--openb-dir", str(tmp_path), "--seeds", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("cgpu-extender: ")
+    assert err.count("\n") == 1 and err.startswith("cgpu-simulate: ")
     for needed in (str(tmp_path / "openb_pod_list_gpushare40.csv"), "https://github.com/alibaba/clusterdata",
                    "cluster-trace-gpu-v2023/csv", "Weng et al.", "Beware of Fragmentation", "USENIX ATC 2023",
                    "--openb-dir"):
         assert needed in err, needed
-    assert main(["simulate", "--pods", str(tmp_path / "openb_pod_list_default.csv"), "--seeds", "1"]) == 2
+    assert main(["--pods", str(tmp_path / "openb_pod_list_default.csv"), "--seeds", "1"]) == 2
     assert "--openb-dir" in capsys.readouterr().err
 
 
@@ -76,7 +76,7 @@ def test_from_a_fresh_clone_simulate_runs_and_the_openb_trace_is_pointed_to(tmp_
     env = {**os.environ, "PYTHONPATH": str(clone)}
 
     def simulate(*args):
-        return subprocess.run([sys.executable, "-m", "extender", "simulate", *args], cwd=clone, env=env,
+        return subprocess.run([sys.executable, "-m", "benchmarks.simulate", *args], cwd=clone, env=env,
                               capture_output=True, text=True, timeout=300)
 
     done = simulate("--seeds", "1", "--policy", "binpack")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from extender.cli import build_parser
+from extender.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

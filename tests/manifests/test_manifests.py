@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.embedded import EmbeddedCluster
+from extender.cluster.embedded import EmbeddedCluster
 from policy.names import MODE_CORE
 from policy.node import parse_node
 from policy.request import parse_pod_request
@@ -406,7 +406,7 @@ def test_tls_variant_serves_https_to_client_certificates_and_probes_on_a_plain_p
 
 
 def test_placeholder_variant_grants_pod_writes_in_its_own_namespace_only():
-    from extender.config import Config
+    from extender.serving.config import Config
 
     defaults = Config()
     for name in ("autoscaling", "sidecar+autoscaling"):
@@ -470,8 +470,8 @@ def test_the_sample_workloads_run_on_the_example_node_pool():
     filter there and binds, and binpack puts the replicas on the job's GPU."""
     import orjson
 
-    from extender.app import build_extender, create_app
-    from extender.config import Config
+    from extender.serving.app import build_extender, create_app
+    from extender.serving.config import Config
 
     node = example("Node", "gpu-a10-node-1")
     labels = node["metadata"]["labels"]

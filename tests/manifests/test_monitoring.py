@@ -20,12 +20,9 @@ from kubernetes import client as kube_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from builders import node, pod, scheduler_pod
-from extender.app import build_extender, create_app
-from extender.config import Config
-from extender.kube.backend import KubernetesCluster
-from extender.kube.reflector import Backoff
-from extender.metrics import Metrics
 from exported_metrics import exported, sample_names
+from extender.serving.app import build_extender, create_app
+from extender.serving.config import Config
 from policy.request import parse_pod_request
 from rendered import (MANIFESTS, containers_of, extender_containers, find, render, render_combo, serve_args)
 from test_manifests import example, pod_of

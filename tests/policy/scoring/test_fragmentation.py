@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import build, raw_and_scores
-from policy.fragmentation import fragmentation
+from policy.fragmentation.measure import fragmentation
 from policy.names import BINPACK, MODE_MEMORY, UNLIMITED_PODS
 from policy.node import NodeSpec
 from policy.placement import evaluate
@@ -151,7 +151,7 @@ def test_same_decisions_with_or_without_the_per_node_cache():
 @given(st.lists(st.lists(st.sampled_from([0, 1000, 16 * 1024, 24 * 1024, 80 * 1024]), min_size=1, max_size=5),
                 min_size=1, max_size=4))
 def test_appetite_per_node_follows_the_gpu_sizes_of_each_view(views):
-    from policy.starvation import appetite
+    from policy.fragmentation.starvation import appetite
     strategy = learned(simple_request(250, cpu=4_000), simple_request(1000, cpu=16_000, host_memory=2**34))
     shapes = strategy.mix.shapes()
     per_pod = 1.0 / np.maximum(shapes.count, 1)

@@ -1,0 +1,3 @@
+"""The Kubernetes backend's tests: their fixtures are kubefixtures'."""
+
+from kubefixtures import kube, started  # noqa: F401 (fixtures)
