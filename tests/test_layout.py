@@ -30,7 +30,8 @@ FIRST_PARTY = ("policy", "extender", "benchmarks")
 # Lowest first. A room may import its own modules and the rooms of lower layers only.
 LAYERS = (
     ("policy",),  # the placement core: numpy in, decisions out
-    ("extender", "extender.logs"),  # the package itself (a docstring) and structured logs, used by every room
+    ("extender", "extender.logs", "extender.periodic"),  # the package itself (a docstring), structured logs and
+    # background rounds, used by every room
     ("extender.ledger",),  # which pod holds what, fed by the watch and changed by bind
     ("extender.cluster", "extender.views"),  # backends; operators' views (metrics, texts, plans, GPU map)
     ("extender.defrag", "extender.verbs"),  # the executor that evicts; the verbs' logic and wire format

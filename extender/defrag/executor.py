@@ -48,6 +48,7 @@ import numpy as np
 from extender.cluster.base import ClusterError
 from extender.ledger.defrag_holds import Hold
 from extender.logs import fields, get_logger
+from extender.periodic import Periodic
 from extender.views.defrag_plan import Defragged, defrag_of
 from policy.defrag import DEFAULT_MAX_MOVES
 
@@ -85,27 +86,19 @@ class Executor:
         self.clock = extender.ledger.defrag_holds.clock  # the holds' clock: their expiry is on it
         self.stats = DefragStats()
         self._attempts: deque = deque()  # clock() of each eviction attempted, the last hour's
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("defrag", settings.interval, self.round, self._failed)
         self._lock = threading.Lock()  # one round at a time (the thread's, or a test's)
         self.log = get_logger()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="defrag", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
+        self._loop.stop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.settings.interval):
-            try:
-                self.round()
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one bad round
-                self.stats.failed += 1
-                self.log.error("defragmentation round failed", exc_info=exc)
+    def _failed(self, exc: Exception) -> None:
+        self.stats.failed += 1
+        self.log.error("defragmentation round failed", exc_info=exc)
 
     # -- one round -----------------------------------------------------------------
     def round(self) -> str:

@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import re
 import secrets
-import threading
 from dataclasses import dataclass, field
 
 from extender.cluster.base import ClusterError
 from extender.logs import fields, get_logger
+from extender.periodic import Periodic
 from policy.names import GPU_CORE, GPU_MEM, MODE_CORE, POD_GPU_COUNT, POD_PLACEMENT, REQUIRE_WHOLE_DEVICE
 from policy.pools import Pool
 from policy.selectors import taints_of
@@ -142,26 +142,18 @@ class Placeholders:
         self.extender = extender
         self.settings = settings
         self.stats = PlaceholderStats()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.log = get_logger()
+        self._loop = Periodic("placeholders", settings.interval, self.reconcile, self._failed)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="placeholders", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
+        self._loop.stop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.settings.interval):
-            try:
-                self.reconcile()
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one bad round
-                self.stats.errors += 1
-                self.log.error("placeholder round failed", exc_info=exc)
+    def _failed(self, exc: Exception) -> None:
+        self.stats.errors += 1
+        self.log.error("placeholder round failed", exc_info=exc)
 
     # -- one round ------------------------------------------------------------------
     def wanted(self) -> dict:

@@ -163,7 +163,7 @@ def test_serve_defrag_execute_runs_the_loop_by_itself(kube):
         assert extender.defragger.stats.evicted == 1
     finally:
         cluster.stop()
-    assert not extender.defragger._thread.is_alive()  # stopped with the backend
+    assert not extender.defragger._loop.thread.is_alive()  # stopped with the backend
 
 
 def test_defrag_execute_needs_the_kubernetes_backend_and_sane_flags(capsys):
