@@ -147,6 +147,21 @@ class Evaluation:
                           np.where(known, np.take(self.raw, safe), -np.inf))
 
 
+def replaced(result, positions, again):
+    """``result`` — an :class:`Evaluation`, or filter's reason codes alone — with the node at each
+    index of ``positions`` answered anew: ``again(i, codes_only)`` gives its ``(reason, gpus, raw)``
+    (``gpus`` and ``raw`` ignored for codes alone). The arrays of ``result`` are not changed."""
+    codes_only = isinstance(result, np.ndarray)
+    reason = (result if codes_only else result.reason).copy()
+    if not codes_only:
+        gpus, raw = result.gpus.copy(), result.raw.copy()
+    for i in positions:
+        reason[i], chosen, score = again(i, codes_only)
+        if not codes_only:
+            gpus[i], raw[i] = chosen, score
+    return reason if codes_only else Evaluation(reason, gpus, raw)
+
+
 def gpu_fit(view: NodesView, request: GPURequest) -> tuple[np.ndarray, np.ndarray]:
     """``(fit, reason)``: which GPUs can take the pod's share, and per node why not.
 

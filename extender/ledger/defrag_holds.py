@@ -39,7 +39,7 @@ import numpy as np
 
 from policy import reasons as R
 from policy.holds import held_at
-from policy.placement import Evaluation, evaluate, gpu_fit
+from policy.placement import evaluate, gpu_fit, replaced
 from policy.request import GPURequest
 
 
@@ -126,24 +126,16 @@ class DefragHolds:
                      or (steer and row >= 0)]
         if not positions:
             return result
-        codes_only = isinstance(result, np.ndarray)
-        reason = (result if codes_only else result.reason).copy()
-        if not codes_only:
-            gpus, raw = result.gpus.copy(), result.raw.copy()
-        for i in positions:
+        def again(i, codes_only):
             row = int(rows[i])
             if steer and row != own_row:
-                reason[i] = R.HELD_ELSEWHERE
-                if not codes_only:
-                    gpus[i], raw[i] = -1, -np.inf
-                continue
+                return R.HELD_ELSEWHERE, -1, -np.inf
             view = held_at(base_row(row), [(h.request, h.gpus) for h in by_row.get(row, ())])
-            again = evaluate(view, request, strategy, score=score and not codes_only)
-            chosen = again.gpus[0]
-            if row == own_row and again.reason[0] == R.FITS and len(own.gpus) == request.gpu_count \
+            evaluated = evaluate(view, request, strategy, score=score and not codes_only)
+            chosen = evaluated.gpus[0]
+            if row == own_row and evaluated.reason[0] == R.FITS and len(own.gpus) == request.gpu_count \
                     and gpu_fit(view, request)[0][0, list(own.gpus)].all():
                 chosen = np.array(sorted(own.gpus), dtype=np.int64)  # where the plan put it
-            reason[i] = again.reason[0]
-            if not codes_only:
-                gpus[i], raw[i] = chosen, again.raw[0]
-        return reason if codes_only else Evaluation(reason, gpus, raw)
+            return evaluated.reason[0], chosen, evaluated.raw[0]
+
+        return replaced(result, positions, again)

@@ -17,7 +17,7 @@ import numpy as np
 
 from extender.ledger.podinfo import priority_and_start
 from policy.holds import held, rows_held
-from policy.placement import Evaluation, evaluate
+from policy.placement import evaluate, replaced
 from policy.request import GPURequest, InvalidRequest, parse_pod_request
 
 
@@ -73,16 +73,11 @@ class Nominations:
         positions = rows_held(rows, by_row, priority, uid)
         if not positions:
             return result
-        codes_only = isinstance(result, np.ndarray)
-        reason = (result if codes_only else result.reason).copy()
-        if not codes_only:
-            gpus, raw = result.gpus.copy(), result.raw.copy()
-        for i in positions:
+        def again(i, codes_only):
             row = int(rows[i])
             nominees = [(p, r) for u, p, r in by_row[row] if u != uid and p >= priority]
-            again = evaluate(held(state.view(np.array([row])), nominees, strategy), request, strategy,
-                             score=score and not codes_only)
-            reason[i] = again.reason[0]
-            if not codes_only:
-                gpus[i], raw[i] = again.gpus[0], again.raw[0]
-        return reason if codes_only else Evaluation(reason, gpus, raw)
+            evaluated = evaluate(held(state.view(np.array([row])), nominees, strategy), request, strategy,
+                                 score=score and not codes_only)
+            return evaluated.reason[0], evaluated.gpus[0], evaluated.raw[0]
+
+        return replaced(result, positions, again)
