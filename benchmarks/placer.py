@@ -41,13 +41,13 @@ class Placer:
         self.observe = getattr(ledger.strategy, "observe", None)
 
     def place(self, request: GPURequest, cpu: int, mib: int, spec: str, pod: PodRef, assume_ns: int,
-              new: bool = True, only: int | None = None) -> tuple[int, int | None]:
+              new: bool = True, only: int | None = None, priority: int = 0, start: str = "") -> tuple[int, int | None]:
         """``(node index or NOWHERE, ns spent on the ledger path or None when the extender was not asked)``.
 
         ``new``: the extender sees the pod for the first time (a learning
         strategy observes it once). ``only``: kube-scheduler considers that
         node alone (a retry where room was freed; every other node is known
-        not to fit).
+        not to fit). ``priority`` and ``start`` (RFC 3339) are the pod's, as bind records them.
         """
         kube, ledger, names = self.kube, self.ledger, self.names
         if only is None:
@@ -72,10 +72,10 @@ class Placer:
         node = kube.pick(candidates, kube.total_scores(candidates, extender, cpu, mib))
         if asks_gpu:
             start = time.perf_counter_ns()
-            ledger.reserve(pod, request, names[node], assume_ns)
+            ledger.reserve(pod, request, names[node], assume_ns, priority, start)
             elapsed += time.perf_counter_ns() - start
         else:
-            ledger.observe_pod(bound_pod(pod, names[node], cpu, mib))
+            ledger.observe_pod(bound_pod(pod, names[node], cpu, mib, priority=priority, start=start))
         kube.bind(node, cpu, mib)
         return node, elapsed
 
@@ -93,13 +93,18 @@ def _filter(ledger: Ledger, request, asked: list, candidates: np.ndarray) -> np.
     return candidates[passed]
 
 
-def bound_pod(pod: PodRef, node: str, cpu: int, mib: int, annotations: dict | None = None) -> dict:
+def bound_pod(pod: PodRef, node: str, cpu: int, mib: int, annotations: dict | None = None, priority: int = 0,
+              start: str = "") -> dict:
     """A pod as the informer reports it once bound to ``node`` (a CPU-only pod, or one whose GPU
     allocation ``annotations`` carry)."""
     meta = {"uid": pod.uid, "name": pod.name, "namespace": pod.namespace}
     if annotations:
         meta["annotations"] = annotations
-    return {"metadata": meta,
-            "spec": {"nodeName": node, "containers": [
-                {"name": "main", "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{mib}Mi"}}}]},
-            "status": {"phase": "Running"}}
+    spec = {"nodeName": node, "containers": [
+        {"name": "main", "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{mib}Mi"}}}]}
+    if priority:
+        spec["priority"] = priority
+    status = {"phase": "Running"}
+    if start:
+        status["startTime"] = start
+    return {"metadata": meta, "spec": spec, "status": status}
