@@ -15,8 +15,8 @@ it arrives, then the defragmentation step.
   the only nodes where room grew, so the only ones where a waiting pod can
   newly fit (every other node only filled since each waiting pod last failed);
 * **defragmentation step** (every ``Defrag.every`` seconds, only while pods
-  wait): the planner gets the ledger and the waiting pods and at most the
-  moves the hourly budget has left (moves in the last hour ≤ ``per_hour``);
+  wait): the planner gets the ledger, the placed GPU pods, the waiting pods
+  and at most the moves the hourly budget has left (moves in the last hour ≤ ``per_hour``);
   each move of its plan evicts a pod and places its replacement, which keeps
   the pod's departure time, on the named GPUs of the named node — recorded as
   the informer would report the replacement bound there, after the filter's
@@ -78,21 +78,31 @@ class Waiting:
     """A waiting pod as a planner sees it."""
 
     uid: str
-    request: GPURequest
+    request: GPURequest  # CPU and host memory included
     priority: int
     start: str  # RFC 3339 arrival: earlier is older
-    cpu: int  # millicores
-    host_memory: int  # bytes
-    models: frozenset | None  # GPU models it may use, None = any
+    spec: str  # GPU models it may use, joined by "|"; "" = any
 
 
-Planner = Callable[[Ledger, list, int], Sequence[Move]]
+@dataclass(frozen=True)
+class Held:
+    """A placed GPU pod as a planner sees it (its shares per GPU: ``ledger.allocation(uid)``)."""
+
+    uid: str
+    node: str
+    request: GPURequest  # what its replacement asks for
+    priority: int
+    spec: str
+
+
+Planner = Callable[[Ledger, list, list, int], Sequence[Move]]
 
 
 @dataclass
 class Defrag:
-    """The defragmentation hook: ``planner(ledger, waiting, max_moves) → moves``, run every ``every``
-    seconds with at most ``per_hour`` moves in any hour."""
+    """The defragmentation hook: ``planner(ledger, held, waiting, max_moves) → moves`` (``held``: every
+    placed GPU pod, ``waiting`` in queue order), run every ``every`` seconds with at most ``per_hour``
+    moves in any hour."""
 
     planner: Planner
     per_hour: int
@@ -250,8 +260,11 @@ class _Replay:
         allowed = defrag.per_hour - len(self.recent)
         if allowed <= 0 or not len(self.queue):
             return
-        waiting = [self.waiting_pod(j) for j in self.queue.ordered()]
-        plan = list(defrag.planner(self.ledger, waiting, allowed))
+        waiting = [Waiting(self.uid[j], self.request(j), int(self.work.priority[j]),
+                           start_time(self.work.arrive[j]), self.spec[j]) for j in self.queue.ordered()]
+        held = [Held(self.uid[j], self.names[self.node[j]], self.request(j), int(self.work.priority[j]),
+                     self.spec[j]) for j in np.flatnonzero((self.node != NOWHERE) & (self.demand > 0)).tolist()]
+        plan = list(defrag.planner(self.ledger, held, waiting, allowed))
         applied, emptied = 0, []
         for move in plan[:allowed]:
             source = self.apply(move, now)
@@ -265,11 +278,6 @@ class _Replay:
         self.flush(now)
         self.steps.append((now, allowed, len(plan), applied,
                            int(np.count_nonzero(~np.isnan(self.placed_at))) - placed_before))
-
-    def waiting_pod(self, j: int) -> Waiting:
-        request = self.request(j)
-        return Waiting(self.uid[j], request, int(self.work.priority[j]), start_time(self.work.arrive[j]),
-                       self.cpu[j], self.mib[j] * MIB, request.models)
 
     def apply(self, move: Move, now: float) -> int | None:
         """Carry out one move; the node it left, or None when refused (nothing changed)."""

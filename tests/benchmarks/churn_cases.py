@@ -45,7 +45,7 @@ def random_work(rng: np.random.Generator, count: int, horizon: float = 1000.0) -
 
 def shuffling_planner(rng: np.random.Generator):
     """A planner that proposes many legal-looking moves: each resident share pod to another GPU with room."""
-    def plan(ledger, waiting, max_moves):
+    def plan(ledger, held, waiting, max_moves):
         state = ledger.state
         moves = []
         for allocation in ledger.allocations():

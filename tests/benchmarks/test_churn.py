@@ -142,8 +142,9 @@ def test_a_move_makes_room_and_the_waiting_pod_takes_it():
     # leaves and a whole-GPU pod waits though 1100 milli are free
     work = C.work([(0, 1000, 1, 500, 0), (0, 0.5, 1, 500, 0), (0.2, 1000, 1, 400, 0), (1, 1000, 1, 1000, 2)])
 
-    def planner(ledger, waiting, max_moves):
+    def planner(ledger, held, waiting, max_moves):
         assert [w.uid for w in waiting] == ["p3-3"] and max_moves == 6
+        assert sorted(h.uid for h in held) == ["p0-0", "p2-2"] and waiting[0].request.gpu_count == 1
         (pod,) = [a for a in ledger.allocations() if a.pod.uid == "p2-2"]
         return [Move(pod.pod.uid, other_node(pod), (0,))]
 
@@ -159,7 +160,7 @@ def test_a_move_that_does_not_fit_is_refused_and_changes_nothing():
 
     seen = []
 
-    def planner(ledger, waiting, max_moves):
+    def planner(ledger, held, waiting, max_moves):
         used = ledger.state.array("mem_used")[:2, 0].tolist()
         seen.append(({a.pod.uid: (a.node, a.memory_per_gpu) for a in ledger.allocations()}, used))
         (pod,) = [a for a in ledger.allocations() if a.memory_per_gpu == {0: 400}]
