@@ -97,14 +97,14 @@ def tables(records: list) -> str:
         by_label.setdefault(r["label"], []).append(r)
     seeds = sorted({r["seed"] for r in records})
     levels = [f"{round(100 * level)}" for level in churn_stats.LEVELS]
-    lines = [f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}); unallocated and waiting: % of GPU capacity; "
-             "waits in seconds, GPU pods placed after waiting or not.", "",
-             "| policy | unallocated, window mean | " + " | ".join(f"at offered {lv} %" for lv in levels)
-             + " | waiting demand, window mean | moves |",
+    lines = [f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}); unallocated and waiting: % of GPU capacity, "
+             "time-weighted means; waits in seconds, GPU pods placed after waiting or not.", "",
+             "| policy | unallocated, window | " + " | ".join(f"offered {lv} %" for lv in levels)
+             + " | waiting, window | moves |",
              "|---|" + "---|" * (len(levels) + 3)]
     for label, rs in by_label.items():
-        points = [_cell([r["points"][lv]["unallocated"] for r in rs if r["points"].get(lv)]) for lv in levels]
-        lines.append(f"| {label} | {_cell([r['unallocated_mean'] for r in rs])} | " + " | ".join(points)
+        cells = [_cell([r["bands"][lv]["unallocated"] for r in rs if r["bands"].get(lv)]) for lv in levels]
+        lines.append(f"| {label} | {_cell([r['unallocated_mean'] for r in rs])} | " + " | ".join(cells)
                      + f" | {_cell([r['waiting_mean'] for r in rs])} | {_cell([r['moves'] for r in rs], 0)} |")
     lines += ["", "| policy | GPU pods that waited | wait mean | p50 | p95 | max | never placed (pods) "
               "| never placed (% of capacity) |", "|---|---|---|---|---|---|---|---|"]
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", nargs="*", type=int, default=[],
                         help="moves per hour of fragmentation with defragmentation, one run each (needs policy.defrag)")
     parser.add_argument("--every", type=float, default=5.0, help="minutes between defragmentation steps")
-    parser.add_argument("--max-pending", type=int, default=256, help="waiting pods one plan considers")
+    parser.add_argument("--max-pending", type=int, default=16, help="waiting pods one plan considers")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "churn"))
     args = parser.parse_args(argv)

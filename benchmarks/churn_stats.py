@@ -5,12 +5,17 @@ placed pods (as in the paper's metric). The cluster's state after an event
 holds until the next event, so a time-weighted mean over ``[t0, t1]`` is the
 integral of that step function over the window divided by its length.
 
-* **window**: from the moment the *offered* load (GPU demand of the pods
-  arrived and not departed, placed or waiting — the workload's, the same for
-  every policy) first reaches the cluster's capacity until the last arrival
-  (:func:`saturated_window`); pods wait for room only around and after it;
-* **points**: the moments the offered load first reaches each of
-  :data:`LEVELS` of capacity;
+* **offered load**: GPU demand of the pods arrived and not departed, placed
+  or waiting — the workload's, the same for every policy; it rises through
+  the replay as long-lived pods accumulate;
+* **window**: from the first arrival that brings the offered load to
+  :data:`WINDOW_FROM` (75 %) of capacity until the last arrival
+  (:func:`loaded_window`); below that hardly a pod waits;
+* **bands**: around each of :data:`LEVELS` of capacity, from the first arrival
+  that brings the offered load to the level − :data:`BAND` until the first
+  that brings it to the level + :data:`BAND` (the last arrival if none):
+  the time-weighted means there read like the paper's curve against arrived
+  workload;
 * **waits**: GPU pods only (CPU-only pods never wait for a GPU); a pod's
   wait is its first placement minus its arrival; a pod still waiting at its
   deletion time is *never placed* and counted apart, not in the waits.
@@ -23,7 +28,9 @@ import numpy as np
 from benchmarks.churn import ChurnRun
 from benchmarks.timeline import Workload
 
-LEVELS = (1.0, 1.1, 1.2)
+LEVELS = (0.8, 0.9, 1.0, 1.1, 1.2)
+BAND = 0.05
+WINDOW_FROM = 0.75
 
 
 def first_at(work: Workload, capacity: int, level: float) -> float | None:
@@ -33,11 +40,21 @@ def first_at(work: Workload, capacity: int, level: float) -> float | None:
     return float(work.arrive[reached[0]]) if len(reached) else None
 
 
-def saturated_window(work: Workload, capacity: int) -> tuple[float, float]:
-    """``(t0, t1)``: offered load first at capacity (else the first arrival) until the last arrival."""
-    start = first_at(work, capacity, 1.0)
+def loaded_window(work: Workload, capacity: int) -> tuple[float, float]:
+    """``(t0, t1)``: offered load first at WINDOW_FROM of capacity (else the first arrival) until the last
+    arrival."""
+    start = first_at(work, capacity, WINDOW_FROM)
     first = float(work.arrive.min()) if len(work) else 0.0
     return (first if start is None else start), work.end
+
+
+def band(work: Workload, capacity: int, level: float) -> tuple[float, float] | None:
+    """``(t0, t1)`` of the band around ``level`` (see module doc); None when the load never reaches it."""
+    start = first_at(work, capacity, level - BAND)
+    if start is None:
+        return None
+    end = first_at(work, capacity, level + BAND)
+    return start, max(start, work.end if end is None else end)
 
 
 def step_at(t: np.ndarray, values: np.ndarray, at) -> np.ndarray:
@@ -63,23 +80,22 @@ def unallocated(run: ChurnRun) -> np.ndarray:
 
 def summary(run: ChurnRun, work: Workload) -> dict:
     """The figures of one run (see module doc); JSON-ready."""
-    t0, t1 = saturated_window(work, run.capacity)
+    t0, t1 = loaded_window(work, run.capacity)
     free = unallocated(run)
     gpu = run.demand > 0
     placed = ~np.isnan(run.placed_at)
     waits = (run.placed_at - run.arrive)[gpu & placed]
-    points = {}
+    bands = {}
     for level in LEVELS:
-        at = first_at(work, run.capacity, level)
-        points[f"{round(100 * level)}"] = None if at is None else {
-            "t": at, "unallocated": float(step_at(run.t, free, [at])[0]),
-            "waiting": float(100.0 * step_at(run.t, run.waiting, [at])[0] / run.capacity)}
-    moves_in = [m for m in run.moves if t0 <= m[0] <= t1]
+        span = band(work, run.capacity, level)
+        bands[f"{round(100 * level)}"] = None if span is None else {
+            "t": list(span), "unallocated": time_mean(run.t, free, *span),
+            "waiting": 100.0 * time_mean(run.t, run.waiting, *span) / run.capacity}
     return {
         "label": run.label, "seed": run.seed, "window": [t0, t1],
         "unallocated_mean": time_mean(run.t, free, t0, t1),
         "waiting_mean": 100.0 * time_mean(run.t, run.waiting, t0, t1) / run.capacity,
-        "points": points,
+        "bands": bands,
         "gpu_pods": int(gpu.sum()), "waited": int((waits > 0).sum()),
         "wait_mean": float(waits.mean()) if len(waits) else 0.0,
         "wait_p50": float(np.percentile(waits, 50)) if len(waits) else 0.0,
@@ -87,8 +103,9 @@ def summary(run: ChurnRun, work: Workload) -> dict:
         "wait_max": float(waits.max()) if len(waits) else 0.0,
         "never_placed": int((gpu & ~placed).sum()),
         "never_placed_demand": float(100.0 * run.demand[gpu & ~placed].sum() / run.capacity),
-        "moves": len(run.moves), "moves_in_window": len(moves_in),
+        "moves": len(run.moves), "moves_by_last_arrival": sum(1 for m in run.moves if m[0] <= t1),
         "steps": len(run.steps), "placed_after_moves": int(sum(s[4] for s in run.steps)),
+        "moves_refused": int(sum(min(planned, allowed) - applied for _, allowed, planned, applied, _ in run.steps)),
         "consistent": run.consistent, "seconds": run.seconds,
         "series": _series(run, t1),
     }

@@ -10,7 +10,7 @@ import churn_cases as C
 import small_trace
 from benchmarks import churn_matrix
 from benchmarks.churn import churn
-from benchmarks.churn_stats import saturated_window, step_at, summary, time_mean
+from benchmarks.churn_stats import band, loaded_window, step_at, summary, time_mean
 from benchmarks.timeline import QOS_PRIORITY, workload
 from benchmarks.trace import TraceError, Times, read_times
 
@@ -80,12 +80,22 @@ def test_summary_of_a_small_run():
     work = C.work([(0, 100, 1, 600, 0), (10, 200, 1, 1000, 2), (20, 50, 1, 500, 0)])
     run = churn(C.nodes([1]), work, "binpack", 0)
     s = summary(run, work)
-    assert saturated_window(work, run.capacity) == (10.0, 20.0) == tuple(s["window"])
+    assert loaded_window(work, run.capacity) == (10.0, 20.0) == tuple(s["window"])  # offered 160 % at t=10
     assert s["unallocated_mean"] == pytest.approx(40.0)  # 600 of 1000 allocated all through [10, 20]
-    assert s["points"]["100"] == {"t": 10.0, "unallocated": 40.0, "waiting": 100.0}
-    assert s["points"]["110"] == s["points"]["120"] == s["points"]["100"]  # offered jumps to 160 % at t=10
+    assert s["waiting_mean"] == pytest.approx(100.0)  # the whole-GPU pod waits all through it
+    # offered jumps from 60 to 160 % at t=10: every band below 155 % is that instant
+    assert s["bands"]["80"] == s["bands"]["120"] == {"t": [10.0, 10.0], "unallocated": 40.0, "waiting": 100.0}
     assert (s["gpu_pods"], s["waited"], s["never_placed"], s["never_placed_demand"]) == (3, 1, 1, 50.0)
     assert (s["wait_mean"], s["wait_max"], s["wait_p50"]) == (45.0, 90.0, 45.0)
+
+
+def test_bands_follow_the_offered_load():
+    # 10 pods of 200 each arriving every 10 s and staying: offered 20, 40, ... 200 % of one GPU
+    work = C.work([(10.0 * i, 1e6, 1, 200, 0) for i in range(10)])
+    capacity = 1000
+    assert band(work, capacity, 0.8) == (30.0, 40.0)  # 75 % first reached with the 4th pod (80 %), 85 % the 5th
+    assert band(work, capacity, 1.0) == (40.0, 50.0)
+    assert band(work, capacity, 2.5) is None and loaded_window(work, capacity) == (30.0, 90.0)
 
 
 def write_trace(directory, rows):
