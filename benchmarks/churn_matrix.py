@@ -113,6 +113,13 @@ def tables(records: list) -> str:
                      f"{_cell([r['wait_p50'] for r in rs], 1)} | {_cell([r['wait_p95'] for r in rs], 1)} | "
                      f"{_cell([r['wait_max'] for r in rs], 0)} | {_cell([r['never_placed'] for r in rs], 0)} | "
                      f"{_cell([r['never_placed_demand'] for r in rs])} |")
+    kinds = ("share", "whole", "multi")
+    lines += ["", "By kind — mean wait (s) / never placed (pods):", "",
+              "| policy | sharing pods | whole-GPU pods | multi-GPU pods |", "|---|---|---|---|"]
+    for label, rs in by_label.items():
+        lines.append(f"| {label} | " + " | ".join(
+            f"{_cell([r['kinds'][k]['wait_mean'] for r in rs], 0)} / {_cell([r['kinds'][k]['never_placed'] for r in rs], 0)}"
+            for k in kinds) + " |")
     base = {r["seed"]: r for r in by_label.get(DEFRAGGED, [])}
     bought = [(label, rs) for label, rs in by_label.items() if rs[0].get("budget") is not None and base]
     if bought:

@@ -18,7 +18,8 @@ integral of that step function over the window divided by its length.
   workload;
 * **waits**: GPU pods only (CPU-only pods never wait for a GPU); a pod's
   wait is its first placement minus its arrival; a pod still waiting at its
-  deletion time is *never placed* and counted apart, not in the waits.
+  deletion time is *never placed* and counted apart, not in the waits; also
+  by kind: sharing, whole-GPU and multi-GPU pods.
 """
 
 from __future__ import annotations
@@ -106,9 +107,21 @@ def summary(run: ChurnRun, work: Workload) -> dict:
         "moves": len(run.moves), "moves_by_last_arrival": sum(1 for m in run.moves if m[0] <= t1),
         "steps": len(run.steps), "placed_after_moves": int(sum(s[4] for s in run.steps)),
         "moves_refused": int(sum(min(planned, allowed) - applied for _, allowed, planned, applied, _ in run.steps)),
+        "kinds": {name: _waits(run, mask & gpu, placed) for name, mask in _kinds(run).items()},
         "consistent": run.consistent, "seconds": run.seconds,
         "series": _series(run, t1),
     }
+
+
+def _kinds(run: ChurnRun) -> dict:
+    """Sharing pods (a share of one GPU), whole-GPU pods and multi-GPU pods (by demand: 1000 milli a GPU)."""
+    return {"share": run.demand < 1000, "whole": run.demand == 1000, "multi": run.demand > 1000}
+
+
+def _waits(run: ChurnRun, mask: np.ndarray, placed: np.ndarray) -> dict:
+    waits = (run.placed_at - run.arrive)[mask & placed]
+    return {"pods": int(mask.sum()), "waited": int((waits > 0).sum()),
+            "wait_mean": float(waits.mean()) if len(waits) else 0.0, "never_placed": int((mask & ~placed).sum())}
 
 
 def _series(run: ChurnRun, t1: float, points: int = 97) -> dict:
