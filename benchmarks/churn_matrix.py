@@ -85,9 +85,11 @@ def run_all(args, log=print) -> list:
 
 def _cell(values, digits: int = 2) -> str:
     values = np.asarray(values, dtype=float)
+    mean = values.mean()
+    mean = 0.0 if abs(mean) < 0.5 * 10.0**-digits else mean  # no "-0.00"
     if len(values) > 1:
-        return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
-    return f"{values.mean():.{digits}f}"
+        return f"{mean:.{digits}f} ± {values.std(ddof=1):.{digits}f}"
+    return f"{mean:.{digits}f}"
 
 
 def tables(records: list) -> str:

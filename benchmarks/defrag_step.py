@@ -6,7 +6,9 @@ the ledger counts them, its request as its replacement's, its priority, the
 nodes its GPU models allow; every trace pod is movable: owned by a
 controller, outside ``kube-system``, no opt-out, no PodDisruptionBudget), the
 waiting pods :class:`policy.defrag.Waiting` in queue order (the plan takes
-them by priority, then in that order), and the plan's moves
+them by priority, then in that order) — the first of each kind only (the
+same GPU request and GPU models), so that the few pods a plan considers are
+not all copies of one that no move can help — and the plan's moves
 :class:`benchmarks.churn.Move` in its order. The plan works on a copy of the
 ledger's state.
 """
@@ -47,8 +49,12 @@ def planner(max_pending: int = 256):
             residents.append(Resident(f"{NAMESPACE}/{pod.uid}", pod.node, allocation.memory_per_gpu,
                                       allocation.core_per_gpu, pod.request, pod.priority,
                                       allowed=allowed(state, pod.spec)))
-        pending = [Waiting(f"{NAMESPACE}/{w.uid}", w.request, w.priority, allowed=allowed(state, w.spec))
-                   for w in waiting]
+        pending, kinds = [], set()
+        for w in waiting:
+            kind = (w.request.fit_key, w.spec)
+            if kind not in kinds:
+                kinds.add(kind)
+                pending.append(Waiting(f"{NAMESPACE}/{w.uid}", w.request, w.priority, allowed=allowed(state, w.spec)))
         result = plan(state, residents, pending, max_moves, limits=limits)
         return [Move(m.pod.split("/", 1)[1], m.to_node, tuple(m.gpus)) for m in result.moves]
 

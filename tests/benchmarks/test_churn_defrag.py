@@ -49,3 +49,18 @@ def test_with_the_planner_moves_stay_within_budget_and_nothing_overfills(seed, p
     if per_hour == 0:
         plain = churn(nodes, work, "fragmentation", seed)
         assert np.array_equal(plain.placed_at, run.placed_at, equal_nan=True)
+
+
+def test_the_planner_sees_the_first_waiting_pod_of_each_kind_in_queue_order(monkeypatch):
+    import benchmarks.defrag_step as step
+    seen, original = [], step.plan
+
+    def plan(state, residents, pending, max_moves, **options):
+        seen.append(([w.key for w in pending], sorted(r.key for r in residents)))
+        return original(state, residents, pending, max_moves, **options)
+
+    monkeypatch.setattr(step, "plan", plan)
+    # one GPU held by a 600 pod; two 500 pods (same kind) and a whole-GPU pod wait
+    work = C.work([(0, 100, 1, 600, 0), (1, 100, 1, 500, 0), (2, 100, 1, 1000, 2), (3, 100, 1, 500, 0)])
+    churn(C.nodes([1]), work, "binpack", 0, defrag=Defrag(planner(), per_hour=6, every=30.0))
+    assert seen[0] == (["trace/p2-2", "trace/p1-1"], ["trace/p0-0"])  # priority first, then age; p3 like p1
