@@ -85,6 +85,8 @@ def run_all(args, log=print) -> list:
 
 def _cell(values, digits: int = 2) -> str:
     values = np.asarray(values, dtype=float)
+    if not len(values):
+        return "—"  # e.g. the offered load never reached the band
     mean = values.mean()
     mean = 0.0 if abs(mean) < 0.5 * 10.0**-digits else mean  # no "-0.00"
     if len(values) > 1:
