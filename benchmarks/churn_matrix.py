@@ -102,12 +102,17 @@ def tables(records: list) -> str:
     seeds = sorted({r["seed"] for r in records})
     levels = [f"{round(100 * level)}" for level in churn_stats.LEVELS]
     lines = [f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}); unallocated and waiting: % of GPU capacity, "
-             "time-weighted means; waits in seconds, GPU pods placed after waiting or not.", "",
+             "time-weighted means (bands: unallocated ± sd / waiting); waits in seconds, GPU pods placed after "
+             "waiting or not.", "",
              "| policy | unallocated, window | " + " | ".join(f"offered {lv} %" for lv in levels)
              + " | waiting, window | moves |",
              "|---|" + "---|" * (len(levels) + 3)]
     for label, rs in by_label.items():
-        cells = [_cell([r["bands"][lv]["unallocated"] for r in rs if r["bands"].get(lv)]) for lv in levels]
+        cells = []
+        for lv in levels:
+            inside = [r["bands"][lv] for r in rs if r["bands"].get(lv)]
+            cells.append(f"{_cell([b['unallocated'] for b in inside])} / {np.mean([b['waiting'] for b in inside]):.2f}"
+                         if inside else "—")
         lines.append(f"| {label} | {_cell([r['unallocated_mean'] for r in rs])} | " + " | ".join(cells)
                      + f" | {_cell([r['waiting_mean'] for r in rs])} | {_cell([r['moves'] for r in rs], 0)} |")
     lines += ["", "| policy | GPU pods that waited | wait mean | p50 | p95 | max | never placed (pods) "
