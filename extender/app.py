@@ -6,14 +6,16 @@ Routes under ``config.prefix`` (default ``/cgpu-scheduler``):
          preempt, bind                 answered by extender.verbs (the served path skips Flask)
     GET  inspect                       every node and GPU, used/total, pods
     GET  plan                          pending shared-GPU pods: room now, new pool nodes, unplaceable
+    GET  defrag[?maxMoves=N]           the fewest moves that give pending pods room (extender.defrag)
     GET  metrics                       Prometheus metrics (extender.metrics)
     GET  ui                            the GPU map: one HTML page that refreshes from inspect
     GET  healthz                       the process answers
     GET  readyz                        200 once the cluster view is synced, else 503
 
 Replies are JSON. A handler fault is logged with its traceback and answered
-with status 500 and a one-line ``Error``; nothing else is non-200 but ``readyz``
-and ``plan`` before the first sync (503).
+with status 500 and a one-line ``Error``; nothing else is non-200 but ``readyz``,
+``plan`` and ``defrag`` before the first sync (503) and a ``maxMoves`` that is
+not a whole number from 0 to 100 (400).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from werkzeug.exceptions import HTTPException
 from extender import wire
 from extender.cluster import make_cluster
 from extender.config import Config
+from extender.defrag.inputs import defrag_json
 from extender.ledger import Ledger
 from extender.logs import fields, get_logger
 from extender.metrics import VERBS as METRIC_VERBS
@@ -35,10 +38,12 @@ from extender.planning import PlanSettings, plan_json
 from extender.service import NOT_SYNCED, Extender
 from extender.templates import load as load_templates
 from extender.verbs import JSON, VERBS, Verbs, timing
+from policy.echo import shown
 from policy.scoring import make_strategy
 from policy.state import ClusterState
 
 GPU_MAP = resources.files("extender").joinpath("static", "gpumap.html")
+MAX_MOVES_ASKED = 100  # GET defrag?maxMoves=N: beyond this the exact search would not be asked for anyway
 
 
 def _json(value, status: int = 200) -> Response:
@@ -56,9 +61,12 @@ def build_extender(config: Config, cluster=None, clock=time.time_ns) -> Extender
     cluster = cluster if cluster is not None else make_cluster(config)
     extender = Extender(ledger, cluster, clock=clock, pod_cache_size=config.pod_cache_size,
                         score_all_pods=config.score_all_pods, planning=plan_settings(config))
+    extender.defrag_max_moves = config.defrag_max_moves
     cluster.start(ledger)
     if config.scale_up_placeholders:
         start_placeholders(config, extender)
+    if config.defrag_execute:
+        start_defrag(config, extender)
     get_logger().info("extender started", extra=fields(
         cluster=getattr(cluster, "kind", "unknown"), source=getattr(cluster, "source", None),
         scoring=config.scoring, prefix=config.normalised_prefix(), nodes=len(ledger.state.specs),
@@ -89,6 +97,22 @@ def start_placeholders(config: Config, extender: Extender) -> None:
     extender.placeholders = Placeholders(cluster, extender, settings)
     cluster.on_stop(extender.placeholders.stop)
     extender.placeholders.start()
+
+
+def start_defrag(config: Config, extender: Extender) -> None:
+    """Make the defragmentation plan's moves (opt-in; Kubernetes backend only: it evicts)."""
+    from extender.defrag.executor import DefragSettings, Executor
+
+    cluster = extender.cluster
+    if getattr(cluster, "kind", None) != "kubernetes":
+        get_logger().warning("--defrag-execute needs the Kubernetes backend; nothing is moved",
+                             extra=fields(cluster=getattr(cluster, "kind", "unknown")))
+        return
+    settings = DefragSettings(max_moves=config.defrag_max_moves, moves_per_hour=config.defrag_moves_per_hour,
+                              interval=config.defrag_interval, hold_seconds=config.defrag_hold_seconds)
+    extender.defragger = Executor(cluster, extender, settings)
+    cluster.on_stop(extender.defragger.stop)
+    extender.defragger.start()
 
 
 def create_app(config: Config | None = None, *, cluster=None, extender: Extender | None = None) -> Flask:
@@ -124,6 +148,16 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
         if not extender.ready():
             return _json({"Error": NOT_SYNCED}, 503)
         return _json(plan_json(extender.plan()))
+
+    @routes.get("/defrag")
+    def defrag():
+        asked = request.args.get("maxMoves")
+        if asked is not None and not (asked.isdigit() and int(asked) <= MAX_MOVES_ASKED):
+            return _json({"Error": f"maxMoves must be a whole number from 0 to {MAX_MOVES_ASKED}, "
+                                   f"got {shown(asked)}"}, 400)
+        if not extender.ready():
+            return _json({"Error": NOT_SYNCED}, 503)
+        return _json(defrag_json(extender.defrag(int(asked) if asked is not None else None)))
 
     @routes.get("/metrics")
     def metrics_():

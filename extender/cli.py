@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from extender.commands import inspect, plan, serve, simulate
+from extender.commands import defrag, inspect, plan, serve, simulate
 
-COMMANDS = (serve, inspect, plan, simulate)
+COMMANDS = (serve, inspect, plan, defrag, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

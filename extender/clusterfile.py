@@ -1,11 +1,13 @@
-"""Reading a cluster dump: v1 Node, Pod and ConfigMap objects from YAML or JSON.
+"""Reading a cluster dump: v1 Node, Pod and ConfigMap objects and policy/v1 PodDisruptionBudgets, from YAML or JSON.
 
 Accepts what ``kubectl get nodes,pods -o yaml`` prints (a ``kind: List``), a
 typed list (``NodeList``, ``PodList``), single objects, or several YAML
 documents in one file. A file named ``*.jsonl`` or ``*.ndjson`` holds one JSON
 object per line (``kubectl get nodes,pods -o json | jq -c '.items[]'``) and is
 read a line at a time, so a dump of 10^5 pods never sits in memory whole.
-Objects of other kinds are skipped and counted.
+PodDisruptionBudgets count with their ``status.disruptionsAllowed``
+(``kubectl get nodes,pods,pdb -A -o yaml``). Objects of other kinds are
+skipped and counted.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import yaml
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-KINDS = ("Node", "Pod", "ConfigMap")
+KINDS = ("Node", "Pod", "ConfigMap", "PodDisruptionBudget")
 
 
 class ClusterFileError(ValueError):

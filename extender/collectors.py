@@ -57,6 +57,7 @@ class ExtenderCollector:
         yield from self._outcomes(extender.outcomes, ledger.counters)
         yield from self._stranded(extender.stranded)
         yield from self._plan(extender)
+        yield from self._defrag(extender)
         yield from self._backend(extender.cluster)
 
     @staticmethod
@@ -196,6 +197,38 @@ class ExtenderCollector:
                                            ("deleted", "placeholder pods deleted", stats.deleted),
                                            ("errors", "placeholder API calls or rounds that failed", stats.errors)):
                 yield CounterMetricFamily(f"cgpu_placeholders_{name}", help_text, value=value)
+
+    @staticmethod
+    def _defrag(extender):
+        """Defragmentation's moves and holds, with --defrag-execute (docs/defrag.md)."""
+        executor = extender.defragger
+        if executor is None:
+            return
+        stats = executor.stats
+        moves = CounterMetricFamily("cgpu_defrag_moves", "defragmentation evictions attempted, by result "
+                                    "(evicted; blocked_by_budget: the API server's 429; failed)", labels=("result",))
+        for result, count in (("evicted", stats.evicted), ("blocked_by_budget", stats.blocked),
+                              ("failed", stats.failed)):
+            moves.add_metric((result,), count)
+        yield moves
+        yield CounterMetricFamily("cgpu_defrag_gpus_freed", "GPUs the evicted pods held alone (idle once they went)",
+                                  value=stats.gpus_freed)
+        yield CounterMetricFamily("cgpu_defrag_rounds", "defragmentation rounds run", value=stats.rounds)
+        yield CounterMetricFamily("cgpu_defrag_holds_expired", "defragmentation holds that ended by expiring",
+                                  value=stats.holds_expired)
+        holds = extender.ledger.defrag_holds.current()
+        held = GaugeMetricFamily("cgpu_defrag_holds", "rooms defragmentation holds now, for a replacement or a "
+                                 "pending pod", labels=("for",))
+        held.add_metric(("replacement",), sum(h.owner is not None for h in holds))
+        held.add_metric(("pending_pod",), sum(h.uid is not None for h in holds))
+        yield held
+        last = stats.last
+        if last is not None:
+            for name, help_text, value in (
+                ("moves", "moves in the last round's plan", len(last.plan.moves)),
+                ("unblocks", "pending pods the last round's plan gives room", len(last.plan.unblocks)),
+                ("whole_gpus_freed", "whole GPUs the last round's plan frees", last.plan.whole_gpus_freed)):
+                yield _gauge(f"cgpu_defrag_plan_{name}", help_text, value)
 
     @staticmethod
     def _backend(cluster):

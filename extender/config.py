@@ -34,6 +34,12 @@ class Config:
     placeholder_image: str = "registry.k8s.io/pause:3.10"
     placeholder_interval: float = 10.0  # seconds between reconciles
     placeholders_per_pool: int = 10  # bound for a pool whose max size is not known
+    # defragmentation (extender.defrag; docs/defrag.md)
+    defrag_max_moves: int = 5  # most moves in a plan (GET defrag, each execution round)
+    defrag_execute: bool = False  # kube backend: evict for the plan's moves (opt-in)
+    defrag_moves_per_hour: int = 6  # evictions (attempted) in any hour, at most
+    defrag_interval: float = 60.0  # seconds between execution rounds
+    defrag_hold_seconds: float = 300.0  # how long a move's held room and steering last at most
 
     def normalised_prefix(self) -> str:
         """``/a/b`` form: one leading slash, no trailing one ("" for the root)."""

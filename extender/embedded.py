@@ -2,7 +2,10 @@
 
 It serves the built-in demo or a cluster file. Contract:
 
-* ``start`` feeds every Node, unhealthy-GPU ConfigMap and Pod to the ledger;
+* ``start`` feeds every Node, unhealthy-GPU ConfigMap and Pod to the ledger
+  and keeps the PodDisruptionBudgets (:meth:`disruption_budgets`: preemption
+  and defragmentation count them, as the file gives their
+  ``disruptionsAllowed``);
   bound pods are then only the ledger's records: no pod body is kept, so a
   dump of 10^5 pods costs what its allocations cost;
 * unbound pods of the file are kept, for bind (the Pods bind needs otherwise
@@ -12,7 +15,7 @@ It serves the built-in demo or a cluster file. Contract:
 * :meth:`EmbeddedCluster.objects` is a replayable dump: the nodes, the
   ConfigMaps, the unbound pods, and a Pod rendered from every ledger record
   (allocation, unaccounted pod, bound pod without GPU) with the annotations
-  and requests that rebuild the same ledger.
+  and requests that rebuild the same ledger, and the budgets.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class EmbeddedCluster:
         self._lock = threading.Lock()
         self._objects = iter(objects)  # consumed by start()
         self._configmaps: list = []
+        self._budgets: list = []  # PodDisruptionBudgets, as the file gives them
         self._pending: dict = {}  # uid → unbound Pod
         self._plain: dict = {}  # uid → (namespace, name, node) of bound pods that hold no GPU share
         self._ready = False
@@ -49,6 +53,8 @@ class EmbeddedCluster:
                 ledger.observe_configmap(obj)
             elif kind == "Pod":
                 self._start_pod(ledger, obj)
+            elif kind == "PodDisruptionBudget":
+                self._budgets.append(obj)
         for record in ledger.unaccounted():
             self._plain.pop(record.pod.uid, None)  # the ledger holds these itself
         self._ready = True
@@ -74,6 +80,10 @@ class EmbeddedCluster:
 
     def ready(self) -> bool:
         return self._ready
+
+    def disruption_budgets(self) -> list:
+        """The PodDisruptionBudgets of the file."""
+        return list(self._budgets)
 
     def get_pod(self, namespace: str, name: str, uid: str) -> dict | None:
         """An unbound pod from the cluster file, if it has this UID."""
@@ -145,7 +155,7 @@ class EmbeddedCluster:
                   "spec": {"nodeName": node, "containers": [{"name": "main"}]}, "status": {"phase": "Running"}}
                  for uid, (namespace, name, node) in self._plain.items()]
         nodes = ledger.node_objects() if ledger is not None else []
-        return nodes + self._configmaps + pods
+        return nodes + self._configmaps + self._budgets + pods
 
 
 def _rendered(pod, node: str, memory: dict, core: dict, annotations: dict) -> dict:

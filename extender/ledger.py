@@ -21,7 +21,11 @@ records behind its usage arrays. Its contract:
   (:mod:`extender.pending`) until it is bound, reserved, finished or deleted;
 * every pod bound to a node (shared-GPU or not, until it finishes or is
   deleted) has its CPU and host-memory requests counted on that node, for
-  strategies that weigh them; :meth:`Ledger.reserve` counts them at once.
+  strategies that weigh them; :meth:`Ledger.reserve` counts them at once;
+* :meth:`Ledger.hold_back` (filter, prioritize, bind) applies the room held
+  for preemptors (:mod:`extender.nominations`) and for defragmentation moves
+  (``defrag_holds``, :mod:`extender.defrag.holds`); each allocation keeps
+  what defragmentation reads of its pod (``facts``, :mod:`extender.defrag.facts`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import numpy as np
 from extender import annotations as A
 from extender.logs import fields, get_logger
 from extender.malformed import MalformedObjects
+from extender.defrag.facts import facts_of
+from extender.defrag.holds import DefragHolds
 from extender.nominations import Nominations
 from extender.podinfo import labels_of, priority_and_start
 from extender.pending import PendingPods, pod_key
@@ -86,7 +92,7 @@ class Allocation:
     """
 
     __slots__ = ("pod", "node", "shares", "wants_core", "gpu_memory", "assume_ns", "source", "assigned",
-                 "confirmed", "committed", "containers", "priority", "start", "labels")
+                 "confirmed", "committed", "containers", "priority", "start", "labels", "facts")
 
     def __init__(self, pod: PodRef, node: str, memory: dict, core: dict, wants_core: bool, gpu_memory: int,
                  assume_ns: int, source: str, assigned: bool = False, confirmed: bool = False,
@@ -107,6 +113,7 @@ class Allocation:
         self.priority = 0  # the pod's spec.priority (preemption)
         self.start = ""  # its status.startTime, else creationTimestamp (RFC 3339; preemption evicts the youngest)
         self.labels = None  # its labels (PodDisruptionBudgets select by them), None when it has none
+        self.facts = None  # extender.defrag.facts.PodFacts: may it move, where may its replacement go
 
     def container_name(self, index: int) -> str:
         """The name of the pod's container at ``index`` (its index as text when not known)."""
@@ -203,6 +210,7 @@ class Ledger:
         self._by_node: dict[str, dict[str, Allocation]] = defaultdict(dict)
         self._unaccounted: dict[str, Unaccounted] = {}
         self._nominations = Nominations()  # preemptors' holds
+        self.defrag_holds = DefragHolds()  # rooms a defragmentation move holds (extender.defrag.holds)
         self._malformed = MalformedObjects()
         self.pending = PendingPods()
         self._host: dict[str, HostUse] = {}
@@ -335,11 +343,13 @@ class Ledger:
 
     # -- bind ------------------------------------------------------------------
     def reserve(self, pod: PodRef, request: GPURequest, node: str, assume_ns: int,
-                priority: int = 0, start: str = "") -> tuple[Allocation, bool]:
+                priority: int = 0, start: str = "", owner: str | None = None) -> tuple[Allocation, bool]:
         """Check the fit on ``node`` and record the allocation, atomically per node.
 
         Returns ``(allocation, created)``; ``created`` is False when the pod was
         already reserved on ``node`` (the existing allocation is returned).
+        ``owner``: the pod's controller (``namespace/uid``), for the rooms
+        defragmentation holds for a replacement (:meth:`hold_back`).
         """
         existing = self._allocations.get(pod.uid)
         if existing is not None and existing.node != node:
@@ -358,7 +368,7 @@ class Ledger:
             result = self._last_choice(request, row) if not self._row_local else None
             if result is None:
                 result = self.evaluate_rows(request, np.array([row]), score=False)
-            result = self.hold_back(request, np.array([row]), result, priority, pod.uid, score=False)
+            result = self.hold_back(request, np.array([row]), result, priority, pod.uid, score=False, owner=owner)
             if not result.feasible[0]:
                 self.counters.rejected += 1
                 raise BindRejected(f"pod {pod} no longer fits on node {node}: {MESSAGES[int(result.reason[0])]}")
@@ -370,6 +380,7 @@ class Ledger:
             allocation.priority, allocation.start = priority, start
             self._record(allocation)
             self._nominations.forget(pod.uid)
+            self.defrag_holds.bound(pod.uid, owner, node)
             self.pending.forget(pod.uid)
             self._count_host(pod.uid, HostUse(node, request.cpu, request.host_memory))
             self.counters.reserved += 1
@@ -555,6 +566,7 @@ class Ledger:
             existing.confirmed = True
             existing.priority, existing.start = priority_and_start(pod)
             existing.labels = labels_of(pod)
+            existing.facts = facts_of(pod)
             return
         invalid = None
         try:
@@ -587,6 +599,7 @@ class Ledger:
                                     containers=names)
             allocation.priority, allocation.start = priority_and_start(pod)
             allocation.labels = labels_of(pod)
+            allocation.facts = facts_of(pod)
             self._record(allocation)
             self.counters.recovered += 1
 
@@ -613,10 +626,14 @@ class Ledger:
         return self._nominations.all()
 
     def hold_back(self, request: GPURequest, rows: np.ndarray, result, priority: int, uid: str | None,
-                  score: bool = True):
-        """``result`` with the nodes that hold room for a preemptor re-evaluated
-        (:meth:`extender.nominations.Nominations.hold_back`)."""
-        return self._nominations.hold_back(self.state, self.strategy, request, rows, result, priority, uid, score)
+                  score: bool = True, owner: str | None = None):
+        """``result`` with the nodes that hold room for a preemptor
+        (:meth:`extender.nominations.Nominations.hold_back`) or for a defragmentation
+        move (:meth:`extender.defrag.holds.DefragHolds.hold_back`) re-evaluated."""
+        result = self._nominations.hold_back(self.state, self.strategy, request, rows, result, priority, uid, score)
+        return self.defrag_holds.hold_back(
+            self.state, self.strategy, request, rows, result, priority, uid, owner, score,
+            lambda row: self._nominations.held_row(self.state, self.strategy, row, priority, uid))
 
     # -- unaccounted pods: held back on every GPU of their node ---------------
     def _hold(self, ref: PodRef, node: str, request: GPURequest | None, invalid: str | None) -> None:

@@ -16,7 +16,8 @@ from prometheus_client.exposition import choose_encoder
 
 from extender.collectors import ExtenderCollector
 
-VERBS = ("filter", "prioritize", "preempt", "bind", "inspect", "plan", "metrics", "ui", "healthz", "readyz")
+VERBS = ("filter", "prioritize", "preempt", "bind", "inspect", "plan", "defrag", "metrics", "ui", "healthz",
+         "readyz")
 # seconds: filter and prioritize take about a millisecond, a bind through the API server tens of them
 BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 

@@ -49,6 +49,14 @@ class Nominations:
         with self._lock:
             return dict(self._by_uid)
 
+    def held_row(self, state, strategy, row: int, priority: int, uid: str | None):
+        """The one-row view of ``row`` with the nominees a pod of ``priority`` (not ``uid``) must leave
+        room for placed on it (:func:`policy.holds.held`)."""
+        view = state.view(np.array([row]))
+        nominees = [(p, r) for n_uid, (node, p, r) in self.all().items()
+                    if n_uid != uid and p >= priority and state.index.get(node, -1) == row]
+        return held(view, nominees, strategy) if nominees else view
+
     def hold_back(self, state, strategy, request: GPURequest, rows: np.ndarray, result, priority: int,
                   uid: str | None, score: bool = True):
         """``result`` (an :class:`Evaluation`, or filter's reason codes) for a pod of

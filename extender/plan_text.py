@@ -18,7 +18,12 @@
     POD           REASON
     default/huge  fits no node now, nor a new node of any pool it may use: ...
 
-The second line appears only when pods of other schedulers wait. GPU memory
+    defragmentation could place without a new node (see `cgpu-extender defrag`):
+    default/p3
+
+The second line appears only when pods of other schedulers wait, the last
+section only when moving other pods would give some of the pods that need a
+new node (or fit none) room on an existing one. GPU memory
 is the pod's GiB per GPU, GPU core its percent per GPU ("-" for memory-only
 pods), GPUs the indices the extender's GPU choice gives it.
 """
@@ -67,4 +72,7 @@ def render(planned: Planned) -> str:
     if result.unplaceable:
         lines += ["", "unplaceable:"]
         lines += align([["POD", "REASON"]] + [[ref, reason] for ref, reason in sorted(result.unplaceable)])
+    if planned.defrag_could_place:
+        lines += ["", "defragmentation could place without a new node (see `cgpu-extender defrag`):"]
+        lines += list(planned.defrag_could_place)
     return "\n".join(lines) + "\n"

@@ -12,10 +12,16 @@ Contract:
 
       {"pending": N, "fitsNow": [pod refs],
        "pools": {POOL: {"nodesNeeded": K, "pods": [pod refs], "maxSize": M or null}},
-       "unplaceable": [{"pod": ref, "reason": "..."}]}
+       "unplaceable": [{"pod": ref, "reason": "..."}], "defragCouldPlace": [pod refs]}
 
   with ``namespace/name`` pod refs, sorted; ``pools`` lists the pools that
-  need new nodes;
+  need new nodes; ``defragCouldPlace`` the pods of ``pools`` or
+  ``unplaceable`` that moving other pods (:mod:`extender.defrag.inputs`, at
+  most its default moves, within the PodDisruptionBudgets of ``budgets()``)
+  would give room on an existing node, of the first 64 pending pods by
+  priority then age (computed only when some pod may move) — a statement
+  only: ``nodesNeeded`` does not count on it, as nothing moves unless
+  defragmentation runs;
 * :meth:`Planned.beyond_autoscaler` is what placeholders ask for: the new
   nodes a pool needs less those cluster-autoscaler adds by itself for the
   pods it sees unschedulable (:mod:`policy.totals`);
@@ -29,12 +35,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from extender.defrag.inputs import defrag_of
+from policy.defrag import Limits
 from policy.planner import Plan, plan
 from policy.pools import DEFAULT_POOL_LABELS, pools_of
 from policy.scoring import make_strategy
 from policy.totals import own_scale_up
 
 DEFAULT_SCHEDULER_NAMES = ("default-scheduler",)
+COULD_PLACE_LIMITS = Limits(pending=64)  # defragCouldPlace weighs the first 64 pending pods (priority, then age)
 DEFAULT_PLACEHOLDER_NAMESPACE = "cgpu-placeholders"
 
 
@@ -56,6 +65,7 @@ class Planned:
     cpu_seconds: float = 0.0  # CPU time the plan took (this thread's)
     autoscaler_adds: dict = field(default_factory=dict)  # pool → nodes cluster-autoscaler adds by itself
     other_schedulers: dict = field(default_factory=dict)  # scheduler name → its pending pods, left out
+    defrag_could_place: tuple = ()  # refs of pods needing a new node (or none fits) that moves would place
 
     def beyond_autoscaler(self, pool: str) -> int:
         """New nodes of ``pool`` the plan needs that cluster-autoscaler would not add by itself
@@ -65,8 +75,9 @@ class Planned:
         return max(needed - self.autoscaler_adds.get(pool, 0), 0)
 
 
-def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
-    """The plan for the ledger's cluster as it is now (see module doc)."""
+def plan_of(ledger, settings: PlanSettings, strategy=None, budgets=None) -> Planned:
+    """The plan for the ledger's cluster as it is now (see module doc); ``budgets()``: the
+    cluster's PodDisruptionBudgets (None: there are none)."""
     started = time.thread_time()
     served = set(settings.scheduler_names)
     pending, others = [], {}
@@ -84,7 +95,15 @@ def plan_of(ledger, settings: PlanSettings, strategy=None) -> Planned:
     state = ledger.snapshot(settings.placeholder_namespace) if pending else None  # no pods: no state read
     result = plan(state, nodes, pools, pending, strategy)
     adds = own_scale_up(state, nodes, pools, pending, result) if result.pools else {}
-    return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started, adds, others)
+    could = ()
+    if (result.pools or result.unplaceable) and any(a.facts is not None and not a.facts.why_not
+                                                      for a in ledger.allocations()):
+        waiting = {p.pod for pool in result.pools.values() for p in pool.placements} | \
+            {ref for ref, _ in result.unplaceable}
+        moved = defrag_of(ledger, settings, budgets() if budgets is not None else [], limits=COULD_PLACE_LIMITS,
+                          explain=False)
+        could = tuple(sorted(waiting & set(moved.plan.unblocks)))
+    return Planned(result, pools, {p.ref: p for p in pending}, time.thread_time() - started, adds, others, could)
 
 
 def plan_json(planned: Planned) -> dict:
@@ -98,6 +117,7 @@ def plan_json(planned: Planned) -> dict:
                          "maxSize": pool_plan.pool.max_size}
                   for name, pool_plan in sorted(result.pools.items())},
         "unplaceable": [{"pod": ref, "reason": reason} for ref, reason in sorted(result.unplaceable)],
+        "defragCouldPlace": list(planned.defrag_could_place),
     }
 
 

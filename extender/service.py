@@ -29,6 +29,8 @@ import orjson
 from extender import annotations as A, wire
 from extender.cluster import ClusterError
 from extender.budgets import violations
+from extender.defrag.facts import controller_key, facts_of
+from extender.defrag.inputs import Defragged, defrag_of
 from extender.ledger import BindRejected, Ledger, PodRef
 from extender.podinfo import labels_of, priority_and_start
 from extender.nodelists import NodeLists
@@ -41,6 +43,8 @@ from extender.logs import fields, get_logger
 from policy.request import (GPURequest, InvalidRequest, host_request, host_requests, parse_pod_request, slim_containers,
                             request_fields)
 from policy.shapes import ShapeMix
+from policy.defrag import DEFAULT_MAX_MOVES
+from policy.defrag.movable import DEFRAG_ANNOTATION
 from policy.victims import Resident, keep_proposal, select
 
 NOT_SYNCED = "the GPU-share extender has not finished its first sync with the cluster; retry shortly"
@@ -66,13 +70,16 @@ class Seen:
         annotations = meta.get("annotations")
         if isinstance(annotations, dict) and (ours := {k: annotations[k] for k in A.ALL_KEYS if k in annotations}):
             kept_meta["annotations"] = ours  # bind clears those its allocation does not set
+        if isinstance(annotations, dict) and DEFRAG_ANNOTATION in annotations:  # defragmentation's opt-out
+            kept_meta.setdefault("annotations", {})[DEFRAG_ANNOTATION] = annotations[DEFRAG_ANNOTATION]
         self.pod = {"metadata": kept_meta, "spec": kept_spec}
         self.version = meta.get("resourceVersion")
         self.request = request
 
 
-_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
-_KEPT_SPEC = ("containers", "initContainers", "overhead", "priority")
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels", "ownerReferences")
+# priority for preemption; nodeSelector, affinity and tolerations: where defragmentation may move the pod
+_KEPT_SPEC = ("containers", "initContainers", "overhead", "priority", "nodeSelector", "affinity", "tolerations")
 _CONTAINER_LISTS = ("containers", "initContainers")  # kept as name and resources only (no env, no command)
 MAX_FIELDS_KEY = 64 * 1024  # bytes: a pod whose parsed fields are larger is parsed, not remembered by them
 _UNKNOWN = object()
@@ -112,8 +119,10 @@ class Extender:
                  score_all_pods: bool = False, planning: PlanSettings | None = None):
         self.score_all_pods = score_all_pods
         self.planning = planning or PlanSettings()
-        self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy))
+        self.plans = PlanCache(lambda: plan_of(self.ledger, self.planning, self.ledger.strategy, self.budgets))
         self.placeholders = None  # extender.kube.placeholders.Placeholders, with --scale-up-placeholders
+        self.defrag_max_moves = DEFAULT_MAX_MOVES  # GET defrag's plan size unless asked otherwise
+        self.defragger = None  # extender.defrag.executor.Executor, with --defrag-execute
         self.ledger = ledger
         self.cluster = cluster
         self.clock = clock
@@ -179,6 +188,10 @@ class Extender:
             return host_request(*host_requests(pod))
         return request if isinstance(request, GPURequest) else None
 
+    def _owner(self, pod: dict) -> str | None:
+        """The pod's controller while defragmentation holds room (its replacement may be this pod)."""
+        return controller_key(pod) if self.ledger.defrag_holds else None
+
     # -- filter ----------------------------------------------------------------
     def _rows(self, args: wire.ExtenderArgs):
         """``(rows, layout)`` of the request's node names; WireError for non-names."""
@@ -209,7 +222,8 @@ class Extender:
             codes, key = np.zeros(len(rows), dtype=np.int8), None
         else:
             codes, key = self.ledger.check_rows(request, rows), request.fit_key
-            held = self.ledger.hold_back(request, rows, codes, priority_and_start(args.pod)[0], _uid(args.pod))
+            held = self.ledger.hold_back(request, rows, codes, priority_and_start(args.pod)[0], _uid(args.pod),
+                                         owner=self._owner(args.pod))
             if held is not codes:  # nodes hold room for a preemptor: this reply is not the fit's alone
                 codes, key = held, None
         self.outcomes.filtered(codes)
@@ -231,7 +245,8 @@ class Extender:
         if request is None or not self.ready():
             return self.replies.prioritize(args, rows, layout, None)
         evaluation = self.ledger.evaluate_rows(request, rows)
-        held = self.ledger.hold_back(request, rows, evaluation, priority_and_start(args.pod)[0], _uid(args.pod))
+        held = self.ledger.hold_back(request, rows, evaluation, priority_and_start(args.pod)[0], _uid(args.pod),
+                                     owner=self._owner(args.pod))
         return self.replies.prioritize(args, rows, layout, held, request.placement_key if held is evaluation else None)
 
     # -- bind ------------------------------------------------------------------
@@ -275,7 +290,7 @@ class Extender:
                     result[node] = (proposed, counted)
                 continue
             if budgets is None:
-                budgets = self.cluster.disruption_budgets() if hasattr(self.cluster, "disruption_budgets") else []
+                budgets = self.budgets()
             by_uid = {a.pod.uid: a for a in allocations}
             disrupts = dict(zip(by_uid, violations([(a.pod.namespace, a.labels) for a in allocations], budgets)))
             residents = [Resident(r.uid, r.priority, r.start, r.memory, r.core, r.wants_core, disrupts[r.uid])
@@ -334,8 +349,10 @@ class Extender:
         if request is not None:
             try:
                 priority, start = priority_and_start(pod)
-                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock(), priority, start)
+                allocation, created = self.ledger.reserve(ref, request, args.node, self.clock(), priority, start,
+                                                          owner=controller_key(pod))
                 allocation.labels = labels_of(pod)
+                allocation.facts = facts_of(pod)
             except BindRejected as exc:
                 return "refused", str(exc)
         try:
@@ -376,7 +393,17 @@ class Extender:
             pod=str(ref), uid=ref.uid, node=existing.node))
         return "", ""
 
-    # -- autoscaling plan ------------------------------------------------------
+    # -- autoscaling and defragmentation plans ----------------------------------
+    def budgets(self) -> list:
+        """The cluster's PodDisruptionBudgets ([] for a backend that has none)."""
+        read = getattr(self.cluster, "disruption_budgets", None)
+        return read() if read is not None else []
+
+    def defrag(self, max_moves: int | None = None) -> Defragged:
+        """The fewest moves that give pending pods room (extender.defrag.inputs)."""
+        return defrag_of(self.ledger, self.planning, self.budgets(),
+                         self.defrag_max_moves if max_moves is None else max_moves)
+
     def plan(self) -> Planned:
         """Where the pending shared-GPU pods can go: existing room or new pool nodes (extender.planning)."""
         return self.plans.fresh()

@@ -8,6 +8,7 @@ same for its in-tree resources). :func:`held` places each such nominee on its
 node's row as bind would (its GPU choice by the strategy), highest priority
 first, and returns the row with their shares counted; a nominee that does not
 fit yet (its victims still terminating) holds nothing until it does.
+:func:`held_at` counts room held on named GPUs (defragmentation's holds).
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ def held(row: NodesView, nominees: list, strategy) -> NodesView:
         if not result.feasible[0]:
             continue
         row = _add(row, request, result.gpus[0])
+    return row
+
+
+def held_at(row: NodesView, placed: list) -> NodesView:
+    """The one-row ``row`` with each ``(GPURequest, gpus)`` of ``placed`` counted on exactly those GPUs
+    (a defragmentation move's held room; a GPU may go past its capacity, and then takes nothing)."""
+    for request, gpus in placed:
+        row = _add(row, request, gpus)
     return row
 
 

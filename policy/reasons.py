@@ -26,6 +26,7 @@ NO_MEMORY = 12
 NO_CORE = 13
 NO_POD_SLOT = 14
 NO_SINGLE_GPU = 15
+HELD_ELSEWHERE = 16  # a defragmentation move holds this pod's room on another node
 
 MESSAGES = {
     FITS: "",
@@ -44,6 +45,7 @@ MESSAGES = {
     NO_CORE: "insufficient free GPU compute",
     NO_POD_SLOT: "GPUs are at their pod limit (ack.node.gpu.max-pod)",
     NO_SINGLE_GPU: "no GPU has enough free memory and compute together",
+    HELD_ELSEWHERE: "room for this pod is held on another node (defragmentation)",
 }
 
 # Stable snake_case names of the codes, for metric labels (``reason="no_memory"``).
@@ -53,6 +55,7 @@ NAMES = {
     CORE_TOO_BIG: "core_too_big", WHOLE_SIZE_MISMATCH: "whole_size_mismatch", OTHER_MODE_PODS: "other_mode_pods",
     NO_HEALTHY_GPU: "no_healthy_gpu", NO_FREE_GPU: "no_free_gpu", NO_MEMORY: "no_memory", NO_CORE: "no_core",
     NO_POD_SLOT: "no_pod_slot", NO_SINGLE_GPU: "no_single_gpu",
+    HELD_ELSEWHERE: "held_elsewhere",
 }
 
 UNRESOLVABLE = frozenset(

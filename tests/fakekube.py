@@ -9,7 +9,8 @@ for annotations; a patch naming another ``metadata.uid`` is invalid, 422),
 the ``pods/binding`` subresource with the real server's rules (404, 409 when
 already bound or the UID differs, annotations copied from the Binding),
 pod creation (409 when the name is taken) and deletion (404), lists by
-equality label selectors, Event creation, and Status bodies for errors.
+equality label selectors, Event creation, evictions (:mod:`fakeevict`: budgets
+enforced), and Status bodies for errors.
 
 Faults are switched on from tests: :meth:`FakeKube.cut_watches` ends every
 open watch in the middle of an event, :meth:`FakeKube.compact` forgets the
@@ -31,6 +32,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+from fakeevict import evict
 
 KINDS = {"nodes": "Node", "pods": "Pod", "configmaps": "ConfigMap", "poddisruptionbudgets": "PodDisruptionBudget"}
 NAMESPACED = {"pods", "configmaps", "poddisruptionbudgets"}
@@ -82,6 +85,7 @@ class FakeKube:
         self.fail_bindings: list[int] = []  # statuses for the next bindings, in order
         self.fail_reads: list[int] = []  # statuses for the next single-pod reads, in order
         self.fail_creates: list[int] = []  # statuses for the next pod creations, in order
+        self.fail_evictions: list[int] = []  # statuses for the next evictions, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.events: list[dict] = []  # Events created through the API
         self.fail_events: list[int] = []  # statuses for the next Event creations, in order
@@ -353,7 +357,7 @@ class _Server(ThreadingHTTPServer):
 _COLLECTION = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<kind>nodes|pods|configmaps)$")
 _BUDGETS = re.compile(r"^/apis/policy/v1/poddisruptionbudgets$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
-_POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<binding>/binding)?$")
+_POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<binding>/binding|/eviction)?$")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -419,6 +423,8 @@ class _Handler(BaseHTTPRequestHandler):
                     raise ApiError(code, "InternalError", "event creation failed (injected)")
                 self.kube.events.append(event)
                 return self._reply(201, event)
+            if pod and method == "POST" and pod["binding"] == "/eviction":
+                return self._reply(201, evict(self.kube, pod["ns"], pod["name"], self._body()))
             if pod and method == "POST" and pod["binding"]:
                 return self._reply(201, self.kube.api_bind(pod["ns"], pod["name"], self._body()))
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({method} {url.path})")

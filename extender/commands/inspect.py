@@ -69,8 +69,9 @@ def from_api(kubeconfig: str | None = None, api_client=None) -> dict:
     return from_objects(api_objects(kubeconfig, api_client))
 
 
-def api_objects(kubeconfig: str | None = None, api_client=None) -> list:
-    """The API server's Nodes, Pods and ``kube-system`` ConfigMaps, as v1 objects."""
+def api_objects(kubeconfig: str | None = None, api_client=None, budgets: bool = False) -> list:
+    """The API server's Nodes, Pods and ``kube-system`` ConfigMaps, as v1 objects; with ``budgets``
+    also every PodDisruptionBudget (policy/v1)."""
     import orjson
     from kubernetes import client
 
@@ -86,6 +87,9 @@ def api_objects(kubeconfig: str | None = None, api_client=None) -> list:
     objects = []
     calls = (("Node", api.list_node, ()), ("Pod", api.list_pod_for_all_namespaces, ()),
              ("ConfigMap", api.list_namespaced_config_map, (UNHEALTHY_CONFIGMAP_NAMESPACE,)))
+    if budgets:
+        calls += (("PodDisruptionBudget",
+                   client.PolicyV1Api(api_client).list_pod_disruption_budget_for_all_namespaces, ()),)
     for kind, call, args in calls:
         try:
             response = call(*args, _preload_content=False, _request_timeout=30)

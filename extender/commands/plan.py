@@ -1,7 +1,8 @@
 """``cgpu-extender plan``: where the pending shared-GPU pods can go, and the new nodes they need.
 
 Reads a cluster file (``--cluster``) or the API server (``--kubeconfig``,
-else the in-cluster or default configuration, as ``inspect`` does), rebuilds
+else the in-cluster or default configuration, as ``inspect`` does; with the
+PodDisruptionBudgets, which say which moves defragmentation may make), rebuilds
 the extender's ledger from it and prints the autoscaling plan
 (:mod:`extender.planning`): a table per node pool, or with ``--json`` the
 object ``GET {prefix}/plan`` answers.
@@ -68,12 +69,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_of(args)
-        objects = load(args.cluster)[0] if args.cluster else api_objects(args.kubeconfig)
+        objects = load(args.cluster)[0] if args.cluster else api_objects(args.kubeconfig, budgets=True)
     except (TemplatesError, ClusterFileError, SourceError) as exc:
         print(f"plan: {exc}", file=sys.stderr)
         return 1
     ledger = Ledger(ClusterState(), make_strategy())
-    EmbeddedCluster(objects, source="plan").start(ledger)
-    planned = plan_of(ledger, settings)
+    cluster = EmbeddedCluster(objects, source="plan")
+    cluster.start(ledger)
+    planned = plan_of(ledger, settings, budgets=cluster.disruption_budgets)
     sys.stdout.write(json.dumps(plan_json(planned), indent=2) + "\n" if args.json else render(planned))
     return 0

@@ -49,6 +49,20 @@ def register(subparsers) -> None:
     parser.add_argument("--placeholders-per-pool", type=int, default=defaults.placeholders_per_pool,
                         metavar="N", help="most placeholders for a pool whose max size is not known "
                                           f"(default {defaults.placeholders_per_pool})")
+    parser.add_argument("--defrag-max-moves", type=int, default=defaults.defrag_max_moves, metavar="N",
+                        help="most moves in a defragmentation plan (GET defrag, each --defrag-execute round), "
+                             f"0 to 100 (default {defaults.defrag_max_moves})")
+    parser.add_argument("--defrag-execute", action="store_true",
+                        help="Kubernetes backend: make the defragmentation plan's moves, evicting one pod at a time "
+                             "through the Eviction API (RBAC: manifests/defrag/; docs/defrag.md)")
+    parser.add_argument("--defrag-moves-per-hour", type=int, default=defaults.defrag_moves_per_hour, metavar="N",
+                        help=f"most evictions --defrag-execute attempts in any hour "
+                             f"(default {defaults.defrag_moves_per_hour})")
+    parser.add_argument("--defrag-interval", type=float, default=defaults.defrag_interval, metavar="SECONDS",
+                        help=f"seconds between --defrag-execute rounds (default {defaults.defrag_interval:g})")
+    parser.add_argument("--defrag-hold-seconds", type=float, default=defaults.defrag_hold_seconds,
+                        metavar="SECONDS", help="how long a move holds its replacement's GPUs and the room it frees "
+                                                f"(default {defaults.defrag_hold_seconds:g})")
     parser.add_argument("--threads", type=int, default=8, help="request handler threads (default 8)")
     parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, metavar="BYTES",
                         help=f"largest request body; a larger one is answered 413 unread "
@@ -98,6 +112,11 @@ def run(args: argparse.Namespace) -> int:
         print("cgpu-extender: --placeholder-interval must be above 0 and --placeholders-per-pool at least 0",
               file=sys.stderr)
         return 2
+    if not 0 <= args.defrag_max_moves <= 100 or args.defrag_moves_per_hour < 1 or args.defrag_interval <= 0 \
+            or args.defrag_hold_seconds <= 0:
+        print("cgpu-extender: --defrag-max-moves must be 0 to 100, --defrag-moves-per-hour at least 1, and "
+              "--defrag-interval and --defrag-hold-seconds above 0", file=sys.stderr)
+        return 2
     try:
         pool_labels = tuple(args.pool_labels or DEFAULT_POOL_LABELS)
         if args.templates:
@@ -130,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
                     placeholder_namespace=args.placeholder_namespace,
                     placeholder_priority_class=args.placeholder_priority_class,
                     placeholder_image=args.placeholder_image, placeholder_interval=args.placeholder_interval,
-                    placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes)
+                    placeholders_per_pool=args.placeholders_per_pool, max_body_bytes=args.max_body_bytes,
+                    defrag_max_moves=args.defrag_max_moves, defrag_execute=args.defrag_execute,
+                    defrag_moves_per_hour=args.defrag_moves_per_hour, defrag_interval=args.defrag_interval,
+                    defrag_hold_seconds=args.defrag_hold_seconds)
     ExtenderServer(config, args.host, args.port, threads=args.threads, tls_cert=args.tls_cert,
                    tls_key=args.tls_key, client_ca=args.client_ca, probe_port=args.probe_port).run()
     return 0

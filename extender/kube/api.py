@@ -4,7 +4,8 @@ The ``kubernetes`` client (37.x) validates every call's arguments with
 pydantic, serializes the body through its model layer, re-reads proxy settings
 from the environment and parses the reply's headers with the email package:
 about 1.8 ms of CPU per call in ``benchmarks.load_kube`` (py-spy). Bind's
-writes (the Binding, the Event, rarely an annotation patch) go through
+writes (the Binding, the Event, rarely an annotation patch; defragmentation's
+Evictions) go through
 :class:`RawApi` instead: the body encoded with orjson, the reply read as
 bytes, the client's own TLS settings and authentication. Failures are raised
 as the client's ``ApiException`` (status, reason, body), so callers handle them
@@ -106,6 +107,10 @@ class RawApi:
 
     def create_binding(self, namespace: str, name: str, body: dict) -> dict:
         return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding", body)
+
+    def create_eviction(self, namespace: str, name: str, body: dict) -> dict:
+        """Evict a pod (policy/v1 Eviction): the API server refuses with 429 what a budget forbids."""
+        return self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/eviction", body)
 
     def create_events(self, events: list[tuple[str, dict]], settle: float = 0.0) -> list:
         """Create each ``(namespace, Event)``: per event, the reply or the exception that failed it

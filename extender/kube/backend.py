@@ -15,7 +15,8 @@
 * a pod that becomes *unaccounted* (bound, requests shared GPU, carries no
   allocation) gets a Warning event ``UnaccountedGPUShare``, and a pod this
   extender binds with a GPU share a Normal event ``GPUShareAllocated`` naming
-  the node, GPU(s), memory and compute. Events are best effort: queued
+  the node, GPU(s), memory and compute; defragmentation notes its moves
+  through :meth:`KubernetesCluster.note` on the same path. Events are best effort: queued
   (at most 1,000 waiting; more are dropped and counted) and sent from a
   thread of their own, so neither the watch nor a bind ever waits on one or
   fails with one; a burst goes in one pipelined write (the thread waits
@@ -28,7 +29,10 @@
   (bind is idempotent). On a failed Binding the pod is read back: bound to
   that node after all means success (its annotations made this
   allocation's); otherwise nothing was written and :class:`ClusterError` is
-  raised. If the pod cannot be read back, the error is marked ``ambiguous``.
+  raised. If the pod cannot be read back, the error is marked ``ambiguous``;
+* ``evict`` posts a policy/v1 Eviction with the pod's UID as precondition:
+  the API server checks the PodDisruptionBudgets and answers 429 for one that
+  allows no disruption (``evict`` returns False then).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from policy.allocation import per_gpu
 from policy.node import UNHEALTHY_CONFIGMAP_NAMESPACE
 
 ALLOCATED, UNACCOUNTED = "GPUShareAllocated", "UnaccountedGPUShare"  # the reasons of the events we record
+NORMAL_REASONS = {ALLOCATED, "GPUDefragEvicted"}  # the others are Warnings (extender.defrag.executor adds its own)
 EVENT_GATHER_SECONDS = 0.2  # an event waits this long for others to go with it in one write
 EVENT_BATCH = 64  # most events in one pipelined write
 # a batch's replies are read this long after its write, together: the API server answers a
@@ -165,7 +170,11 @@ class KubernetesCluster:
         if ledger.counters.unaccounted_seen > seen:
             self._event(UNACCOUNTED, pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName"), None)
 
-    def _event(self, reason: str, meta: dict, node: str | None, annotations: dict | None) -> None:
+    def note(self, reason: str, meta: dict, message: str) -> None:
+        """Record an Event ``reason`` with ``message`` on the pod of ``meta`` (queued, best effort)."""
+        self._event(reason, meta, None, message)
+
+    def _event(self, reason: str, meta: dict, node: str | None, annotations: dict | str | None) -> None:
         """Queue an event for the events thread; never blocks (a full queue drops it: the log line and
         the counters still tell)."""
         try:
@@ -299,6 +308,19 @@ class KubernetesCluster:
         if annotations:
             self._event(ALLOCATED, meta, node, annotations)
 
+    def evict(self, namespace: str, name: str, uid: str) -> bool:
+        """Evict the pod of ``uid`` through the Eviction API: True when it is evicted, False when a
+        PodDisruptionBudget forbids it now (429); :class:`ClusterError` for any other failure."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        try:
+            self._write(self.raw.create_eviction, namespace, name, body)
+        except ClusterError as exc:
+            if exc.status == 429:
+                return False
+            raise
+        return True
+
     def pod_node(self, namespace: str, name: str, uid: str) -> str | None:
         """The node the API shows the pod bound to now (None: unbound or gone)."""
         current = self._read_pod(namespace, name)
@@ -358,7 +380,7 @@ def _cluster_error(exc: Exception) -> ClusterError:
     return error
 
 
-def _event_body(reason: str, meta: dict, node: str | None, annotations: dict | None, now: str,
+def _event_body(reason: str, meta: dict, node: str | None, annotations: dict | str | None, now: str,
                 instance: str) -> dict:
     namespace = meta.get("namespace") or "default"
     return {
@@ -366,14 +388,16 @@ def _event_body(reason: str, meta: dict, node: str | None, annotations: dict | N
         "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name"),
                            "namespace": namespace, "uid": meta.get("uid")},
-        "type": "Normal" if reason == ALLOCATED else "Warning", "reason": reason,
+        "type": "Normal" if reason in NORMAL_REASONS else "Warning", "reason": reason,
         "message": _event_message(reason, node, annotations),
         "source": {"component": "cgpu-extender"}, "reportingComponent": "cgpu-extender",
         "reportingInstance": instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
 
 
-def _event_message(reason: str, node: str | None, annotations: dict | None) -> str:
+def _event_message(reason: str, node: str | None, annotations: dict | str | None) -> str:
+    if isinstance(annotations, str):  # a message given whole (KubernetesCluster.note)
+        return annotations
     if reason == UNACCOUNTED:
         return (f"pod is bound to node {node} and requests shared GPU but carries no GPU allocation annotation: "
                 "its GPU use is not counted")

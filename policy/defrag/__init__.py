@@ -5,7 +5,7 @@ clock, no global state. The public API (stable; other code builds on it)::
 
     from policy.defrag import plan, Resident, Waiting, Limits, DEFAULT_MAX_MOVES
 
-    result = plan(state, residents, pending, max_moves=5, budgets={"ns/pdb": 1}, limits=Limits())
+    result = plan(state, residents, pending, max_moves=5, budgets={"ns/pdb": 1}, limits=Limits(), explain=True)
     result.moves             # (Move, ...) in order: pod, from_node/from_row/from_gpus, to_node/to_row/gpus,
                              #   serves (the pending pod it is for), priority
     result.unblocks          # ("ns/name", ...) pending pods that get room only through the moves
@@ -21,7 +21,8 @@ Inputs:
 * ``state`` — a :class:`~policy.state.ClusterState` as the extender keeps
   it, every resident's share counted in it (the plan works on a copy);
 * ``residents`` — :class:`~policy.defrag.model.Resident` for each bound pod
-  holding GPU shares that the plan should know about; GPU use counted in
+  holding GPU shares that the plan should know about (keys unique; one on a
+  node the state does not know is ignored); GPU use counted in
   ``state`` but held by no resident (unaccounted pods, other holds) never
   moves. A resident names its node, the GiB and compute counted per GPU,
   its replacement's :class:`~policy.request.GPURequest`, its priority,
@@ -32,7 +33,9 @@ Inputs:
 * ``max_moves`` — most moves in the plan;
 * ``budgets`` — PodDisruptionBudget key → ``status.disruptionsAllowed``;
   each move uses one of every budget selecting the moved pod, counted
-  across the whole plan.
+  across the whole plan;
+* ``explain`` — False skips working out why each pod left out gets no room
+  (its reason then only says so): for callers that read the moves alone.
 
 The rules. A move evicts one resident and places its replacement on named
 GPUs of a named node; a pod moves at most once, never back onto exactly the
@@ -54,11 +57,16 @@ kept pods that the same rule with no moves would not keep.
 
 The bound (also in ``reasons["bound"]``, with the figures in force):
 
-* **exact** when at most ``Limits.exact_movers`` (16) pods could move and
-  the search ends within ``Limits.exact_steps`` (20,000) steps: for the kept
-  set, no plan with fewer moves exists (:mod:`policy.defrag.exact` says why
-  its pruning loses none). Then every move has a priority no higher than
-  every pod in ``unblocks``, and ``serves`` names the last of them;
+* **exact** when at most ``Limits.exact_movers`` (16) pods could move,
+  ``Limits.exact_pending`` (8) pods wait, the cluster has at most
+  ``Limits.exact_nodes`` (64) nodes, and the search ends within
+  ``Limits.exact_steps`` (5,000) steps (a step: a set of pods, a joint
+  placement or a place tried, a pod's places listed; on the 2-core test VM
+  a bound that ends the search within about a second): for the kept set, no
+  plan with fewer moves exists (:mod:`policy.defrag.exact` says why its
+  pruning loses none). Then every move has a priority no higher than every
+  pod in ``unblocks``, and ``serves`` names the last of them. When no pod
+  may move at all, the plan is no move, and exact too;
 * **heuristic** beyond: pods in order, each given room on one node by
   evicting few pods from it, those placed directly elsewhere, no chains;
   per pending pod at most ``Limits.candidate_nodes`` (8) nodes simulated out

@@ -63,6 +63,22 @@ def padded(mask, rows: int) -> np.ndarray:
     return out
 
 
+def fit_on(view: NodesView, request: GPURequest, allowed: np.ndarray) -> tuple:
+    """``(fit, reason)`` as :func:`gpu_fit` answers for ``view``, with :data:`NOT_ALLOWED` where
+    ``allowed`` (one boolean per row of the view) is False and :data:`NO_HOST_ROOM` where the
+    node's allocatable CPU or memory, when known, cannot take the pod's requests."""
+    fit, reason = gpu_fit(view, request)
+    reason = reason.copy()
+    if request.cpu:
+        ok_cpu = (view.cpu_total == 0) | (view.cpu_total - view.cpu_used >= request.cpu)
+        reason[(reason == R.FITS) & ~ok_cpu] = NO_HOST_ROOM
+    if request.host_memory:
+        ok_mem = (view.host_mem_total == 0) | (view.host_mem_total - view.host_mem_used >= request.host_memory)
+        reason[(reason == R.FITS) & ~ok_mem] = NO_HOST_ROOM
+    reason[~allowed & view.known] = NOT_ALLOWED
+    return fit, reason
+
+
 class Board:
     """A copy of the cluster's usage that a search changes and undoes (see module doc)."""
 
@@ -96,22 +112,11 @@ class Board:
         return self.state.view_live()
 
     def fit(self, request: GPURequest, allowed=None, rows: np.ndarray | None = None) -> tuple:
-        """``(fit, reason)`` as :func:`gpu_fit` answers over every row (or ``rows``), with
-        :data:`NOT_ALLOWED` and :data:`NO_HOST_ROOM` where the pod may not or cannot go."""
-        view = self.view() if rows is None else self.state.view(np.asarray(rows, dtype=np.int64))
-        fit, reason = gpu_fit(view, request)
-        reason = reason.copy()
-        ok = padded(allowed, self.rows)
-        if rows is not None:
-            ok = ok[np.asarray(rows, dtype=np.int64)]
-        if request.cpu:
-            ok_cpu = (view.cpu_total == 0) | (view.cpu_total - view.cpu_used >= request.cpu)
-            reason[(reason == R.FITS) & ~ok_cpu] = NO_HOST_ROOM
-        if request.host_memory:
-            ok_mem = (view.host_mem_total == 0) | (view.host_mem_total - view.host_mem_used >= request.host_memory)
-            reason[(reason == R.FITS) & ~ok_mem] = NO_HOST_ROOM
-        reason[~ok & view.known] = NOT_ALLOWED
-        return fit, reason
+        """``(fit, reason)`` over every row (or ``rows``): :func:`fit_on` the board as it is now."""
+        if rows is None:
+            return fit_on(self.view(), request, padded(allowed, self.rows))
+        rows = np.asarray(rows, dtype=np.int64)
+        return fit_on(self.state.view(rows), request, padded(allowed, self.rows)[rows])
 
     def fit_empty(self, request: GPURequest, allowed=None) -> np.ndarray:
         """The reason codes :meth:`fit` would give if no GPU held anything (unhealthy GPUs stay so)."""

@@ -14,7 +14,9 @@ fit only gets worse as usage grows (every rule of the filter is monotone in
 memory, compute, pods per GPU and pods of the other mode on the node):
 
 * a set E is tried only if the goal fits with all of E gone and none of its
-  replacements placed (placing them can only take room);
+  replacements placed (placing them can only take room), and if then, with
+  the goal placed, the healthy GPUs of each sharing mode have in sum the free
+  memory, compute and pod slots E's pods of that mode ask for;
 * while E's replacements are placed one by one, a partial placement is
   kept only if the goal still fits with the unplaced rest of E gone;
 * of a node's GPUs, those with equal capacity, equal usage and the same
@@ -29,8 +31,11 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from policy.defrag.board import Board, Steps
 from policy.defrag.movable import within_budgets
+from policy.names import MODE_CORE, MODE_MEMORY
 
 
 def joint(board: Board, goal: list, steps: Steps) -> list | None:
@@ -38,6 +43,7 @@ def joint(board: Board, goal: list, steps: Steps) -> list | None:
     or None when no such placement exists (found by backtracking)."""
     if not goal:
         return []
+    steps.tick()
     first, rest = goal[0], goal[1:]
     for row, gpus in board.places(first.request, first.allowed):
         steps.tick()
@@ -66,8 +72,9 @@ def fewest_moves(board: Board, goal: list, movers: list, max_moves: int, allowan
             for resident in chosen:
                 board.remove(resident)
             try:
-                found = _arrange(board, list(chosen), goal, steps, []) if joint(board, goal, steps) is not None \
-                    else None
+                spots = joint(board, goal, steps)
+                found = _arrange(board, list(chosen), goal, steps, []) \
+                    if spots is not None and _room_enough(board, chosen, goal, spots) else None
             finally:
                 for resident in chosen:
                     board.restore(resident)
@@ -84,6 +91,7 @@ def _arrange(board: Board, unmoved: list, goal: list, steps: Steps, done: list) 
         return (list(done), placements) if placements is not None else None
     for i, resident in enumerate(unmoved):
         others = unmoved[:i] + unmoved[i + 1:]
+        steps.tick()
         for other in others:  # the moment this pod moves, the rest are still where they were
             board.restore(other)
         try:
@@ -105,6 +113,35 @@ def _arrange(board: Board, unmoved: list, goal: list, steps: Steps, done: list) 
             if found is not None:
                 return found
     return None
+
+
+def _room_enough(board: Board, chosen, goal: list, spots: list) -> bool:
+    """False when, with the goal placed, the free memory (and compute, and pod slots) of healthy
+    GPUs on the nodes of each sharing mode is less than the chosen pods of that mode ask for:
+    their replacements could then not all be placed, wherever the goal goes (a sum that does not
+    depend on where)."""
+    if not chosen:
+        return True
+    for w, (row, gpus) in zip(goal, spots):
+        board.place(w.request, row, gpus)
+    try:
+        view = board.view()
+        usable = view.healthy & view.known[:, None]
+        for mode in (MODE_MEMORY, MODE_CORE):
+            pods = [r for r in chosen if r.request.wants_core == (mode == MODE_CORE)]
+            if not pods:
+                continue
+            on = usable & (view.mode == mode)[:, None]
+            memory = np.clip(view.mem_total - view.mem_used, 0, None)[on].sum()
+            core = np.clip(view.core_total - view.core_used, 0, None)[on].sum()
+            slots = np.clip(view.max_pod[:, None] - view.pods, 0, None)[on].sum()
+            if memory < sum(r.request.memory for r in pods) or core < sum(r.request.core for r in pods) \
+                    or slots < sum(r.request.gpu_count for r in pods):
+                return False
+        return True
+    finally:
+        for w, (row, gpus) in zip(goal, spots):
+            board.place(w.request, row, gpus, -1)
 
 
 def _marks(board: Board, residents: list):

@@ -40,12 +40,12 @@ RESOLVABLE = np.array([R.OTHER_MODE_PODS, R.NO_FREE_GPU, R.NO_MEMORY, R.NO_CORE,
 _BIG = 10 ** 6
 
 
-def unblock(board: Board, waiting, movers_by_row: dict, moves_left: int, allowances: dict, used: dict,
+def unblock(board: Board, waiting, movers_at, moves_left: int, allowances: dict, used: dict,
             candidate_nodes: int) -> tuple | None:
     """``(moves, (row, gpus))`` that make room for ``waiting`` and where it then goes, applied to the
-    board; None (the board unchanged) when no candidate works. ``movers_by_row``: row → the
-    residents there that may move for this pod; ``used``: disruptions the plan has taken from
-    each budget so far."""
+    board; None (the board unchanged) when no candidate works. ``movers_at(row)``: the residents
+    there that may move for this pod; ``used``: disruptions the plan has taken from each budget
+    so far."""
     request = waiting.request
     fit, reason = board.fit(request, waiting.allowed)
     rows = np.flatnonzero(np.isin(reason, RESOLVABLE))
@@ -55,7 +55,7 @@ def unblock(board: Board, waiting, movers_by_row: dict, moves_left: int, allowan
     ranked = rows[np.argsort(_estimate(view, rows, request, fit), kind="stable")][:4 * candidate_nodes]
     options = []
     for row in ranked.tolist():
-        found = _evictions(board, view, row, waiting, movers_by_row.get(row, ()))
+        found = _evictions(board, view, row, waiting, movers_at(row))
         if found is not None and len(found[0]) <= moves_left and within_budgets(found[0], allowances, used):
             options.append((len(found[0]), row, found))
     options.sort(key=lambda option: option[:2])

@@ -22,6 +22,7 @@ Rows are rows of the :class:`~policy.state.ClusterState` given to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 import numpy as np
@@ -46,8 +47,9 @@ class Resident:
     budgets: tuple = ()  # keys of the PodDisruptionBudgets that select it (see plan's ``budgets``)
     allowed: np.ndarray | None = None  # (rows,) bool: nodes its replacement may go to; None = every node
 
-    @property
+    @cached_property
     def gpus(self) -> tuple:
+        """The GPU indices it holds a share of."""
         return tuple(sorted(set(self.memory) | set(self.core)))
 
 
@@ -99,7 +101,9 @@ class DefragPlan:
 class Limits:
     """Bounds of the search (see :mod:`policy.defrag` for what each buys)."""
 
-    exact_movers: int = 16  # exact search only when at most this many pods could move
-    exact_steps: int = 20_000  # ... and when it finishes within this many search steps
+    exact_movers: int = 16  # exact search only when at most this many pods could move,
+    exact_pending: int = 8  # ... at most this many pending pods are considered,
+    exact_nodes: int = 64  # ... the cluster has at most this many nodes (a step's cost grows with them),
+    exact_steps: int = 5_000  # ... and when it finishes within this many search steps
     candidate_nodes: int = 8  # heuristic: nodes tried per pending pod (the cheapest by eviction estimate)
     pending: int = 256  # pending pods a plan considers (in its order); the rest wait for the next plan

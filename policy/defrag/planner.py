@@ -8,32 +8,32 @@ from __future__ import annotations
 
 from collections import Counter
 
-from policy import reasons as R
 from policy.defrag import exact, greedy
-from policy.defrag.board import NO_HOST_ROOM, NOT_ALLOWED, Board, Exhausted, Steps, padded
+from policy.defrag.board import Board, Exhausted, Steps
+from policy.defrag.explain import Relaxed, why_not
 from policy.defrag.model import DEFAULT_MAX_MOVES, DefragPlan, Limits, Move, Placement
 from policy.defrag.movable import budget_use
 from policy.state import ClusterState
 
-MESSAGES = {**R.MESSAGES, NOT_ALLOWED: "its nodeSelector, node affinity or tolerations keep it off the node",
-            NO_HOST_ROOM: "the node lacks the CPU or memory it requests"}
 
 
 INTERNAL = "internal check failed: the plan was dropped (please report it)"
 
 
 def bound_text(limits: Limits) -> str:
-    return (f"exact (fewest moves proven) when at most {limits.exact_movers} pods could move and the search "
+    return (f"exact (fewest moves proven) when at most {limits.exact_movers} pods could move, "
+            f"{limits.exact_pending} pods wait, the cluster has at most {limits.exact_nodes} nodes and the search "
             f"ends within {limits.exact_steps} steps; beyond that a heuristic: per pending pod the "
             f"{limits.candidate_nodes} nodes needing fewest evictions, the evicted pods placed directly "
             f"(no chains); at most {limits.pending} pending pods per plan")
 
 
 def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_MOVES, *,
-         budgets: dict | None = None, limits: Limits = Limits()) -> DefragPlan:
+         budgets: dict | None = None, limits: Limits = Limits(), explain: bool = True) -> DefragPlan:
     """The fewest moves that let the ``pending`` pods fit (see :mod:`policy.defrag`)."""
     allowances = dict(budgets or {})
     max_moves = max(int(max_moves), 0)
+    residents, pending = list(residents), list(pending)
     reasons: dict = {"maxMoves": max_moves, "bound": bound_text(limits)}
     known = [r for r in residents if r.node in state.index]
     order = sorted(range(len(pending)), key=lambda i: -pending[i].priority)  # stable: age order within a priority
@@ -51,7 +51,13 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
     board = Board(state)
     before = board.idle_gpus()
     outcome = None
-    if len(movers) <= limits.exact_movers:
+    too_big = [f"{n} {what} (exact search: at most {most})" for n, what, most in (
+        (len(movers), "pods could move", limits.exact_movers), (len(considered), "pods wait", limits.exact_pending),
+        (len(state.specs), "nodes", limits.exact_nodes)) if n > most]
+    if not movers:  # no pod may move: no move is the only plan, and the fewest
+        outcome = _heuristic(board, considered, movers, max_moves, allowances, limits)
+        reasons["search"] = "exact"
+    elif not too_big:
         try:
             outcome = _exact(board, considered, movers, max_moves, allowances, Steps(limits.exact_steps))
             reasons["search"] = "exact"
@@ -59,7 +65,7 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
             board = Board(state)
             reasons["exactAbandoned"] = f"the exact search passed {limits.exact_steps} steps"
     else:
-        reasons["exactAbandoned"] = f"{len(movers)} pods could move (exact search: at most {limits.exact_movers})"
+        reasons["exactAbandoned"] = "; ".join(too_big)
     if outcome is None:
         outcome = _heuristic(board, considered, movers, max_moves, allowances, limits)
         reasons["search"] = "heuristic"
@@ -70,6 +76,7 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
         reasons["pending"] = {**why, **{w.key: INTERNAL for w in considered}}
         return DefragPlan((), (), 0, reasons, exact=False)
     freed = idle - before
+    relaxed, cache = None, {}
     for w in considered:
         if w.key in unblocks:
             served = sum(m.serves == w.key for m in moves)
@@ -77,8 +84,11 @@ def plan(state: ClusterState, residents, pending, max_moves: int = DEFAULT_MAX_M
                 else "gets room freed by the moves"
         elif w.key in placements:
             why[w.key] = "fits without moves"
+        elif not explain:
+            why[w.key] = "no room within the plan (not explained: explain=False)"
         else:
-            why[w.key] = _why_not(state, w, known, allowances, max_moves, reasons["search"])
+            relaxed = relaxed or Relaxed(state, known)
+            why[w.key] = why_not(relaxed, w, allowances, max_moves, reasons["search"], cache)
     reasons["pending"] = why
     if not moves:
         reasons["summary"] = ("no pending pod needs moves" if all(w.key in placements for w in considered)
@@ -122,18 +132,28 @@ def _exact(board: Board, ordered: list, movers: list, max_moves: int, allowances
             {w.key: _placement(board, row, gpus) for w, (row, gpus) in zip(kept, spots)}, set(unblocks))
 
 
+def _placed_alone(board: Board, ordered: list) -> dict:
+    """Each pod in order where it fits now (the extender's choice), its room counted: key → (row, gpus)."""
+    placed = {}
+    for w in ordered:
+        spot = board.best(w.request, w.allowed)
+        if spot is not None:
+            board.place(w.request, *spot)
+            placed[w.key] = spot
+    return placed
+
+
 def _heuristic(board: Board, ordered: list, movers: list, max_moves: int, allowances: dict, limits: Limits):
     """Pods in order on one board: placed where they fit, else given room by :func:`greedy.unblock`."""
-    plain = set()
-    alone = Board(board.state)
-    for w in ordered:
-        spot = alone.best(w.request, w.allowed)
-        if spot is not None:
-            alone.place(w.request, *spot)
-            plain.add(w.key)
+    if not movers or max_moves == 0:
+        return [], {k: _placement(board, *spot) for k, spot in _placed_alone(board, ordered).items()}, set()
+    plain = set(_placed_alone(Board(board.state), ordered))
     moves, placements, unblocks, used = [], {}, set(), Counter()
     moved: set = set()
-    failed: dict = {}  # (request, allowed, priority) → board generation when no room could be made
+    failed: dict = {}  # (request, allowed, priority) → (moves, placements) made when no room could be made
+    by_row: dict = {}
+    for r in movers:
+        by_row.setdefault(board.state.index[r.node], []).append(r)
     for w in ordered:
         spot = board.best(w.request, w.allowed)
         if spot is not None:
@@ -143,15 +163,13 @@ def _heuristic(board: Board, ordered: list, movers: list, max_moves: int, allowa
                 unblocks.add(w.key)
             continue
         key = (w.request.fit_key, id(w.allowed), w.priority)
-        if failed.get(key) == board.state.generation:
-            continue
-        by_row: dict = {}
-        for r in movers:
-            if r.key not in moved and r.priority <= w.priority:
-                by_row.setdefault(board.state.index[r.node], []).append(r)
-        found = greedy.unblock(board, w, by_row, max_moves - len(moves), allowances, used, limits.candidate_nodes)
+        if failed.get(key) == (len(moves), len(placements)) or len(moves) == max_moves:
+            continue  # an alike pod found no room, and nothing was placed since; or no move is left
+        found = greedy.unblock(board, w, lambda row: [r for r in by_row.get(row, ()) if r.key not in moved and
+                                                     r.priority <= w.priority],  # noqa: B023 - used at once
+                               max_moves - len(moves), allowances, used, limits.candidate_nodes)
         if found is None:
-            failed[key] = board.state.generation
+            failed[key] = (len(moves), len(placements))
             continue
         steps, (row, gpus) = found
         for r, to_row, gpus_to in steps:
@@ -182,44 +200,3 @@ def _checked(state: ClusterState, moves: list, placements: dict, residents: dict
             return None
         board.place(w.request, spot.row, spot.gpus)
     return idle
-
-
-def _why_not(state: ClusterState, w, residents: list, allowances: dict, max_moves: int, search: str) -> str:
-    """Why the plan gives ``w`` no room, from the first of these that holds."""
-    board = Board(state)
-    request = w.request
-    fit, reason = board.fit(request, w.allowed)
-    if (reason == R.FITS).any():
-        return "fits on its own, but not together with the pods the plan puts before it"
-    known = board.view().known
-    if not (padded(w.allowed, board.rows) & known).any():
-        return "no node its nodeSelector, node affinity and tolerations allow"
-    empty = board.fit_empty(request, w.allowed)
-    if not (empty == R.FITS).any():
-        codes = Counter(int(c) for c in empty[known])
-        return f"fits no node even with every GPU empty: {MESSAGES[codes.most_common(1)[0][0]]}"
-
-    def room_without(chosen) -> bool:
-        for r in chosen:
-            board.remove(r)
-        try:
-            return bool((board.fit(request, w.allowed)[1] == R.FITS).any())
-        finally:
-            for r in chosen:
-                board.restore(r)
-
-    if not room_without(residents):
-        return "moves cannot help: GPU use in its way belongs to no pod the plan could move (e.g. unaccounted pods)"
-    movable = [r for r in residents if r.movable]
-    if not room_without(movable):
-        stuck = Counter(r.why_not or "not movable" for r in residents if not r.movable)
-        return "the pods in its way may not move: " + ", ".join(f"{n} {why}" for why, n in stuck.most_common(3))
-    lower = [r for r in movable if r.priority <= w.priority]
-    if not room_without(lower):
-        return "the pods in its way have a higher priority than it"
-    if not room_without([r for r in lower if all(allowances.get(b, 0) > 0 for b in r.budgets)]):
-        return "PodDisruptionBudgets allow none of the evictions it needs"
-    if search == "exact":
-        return (f"no plan of at most {max_moves} moves (within the PodDisruptionBudgets) gives it room together "
-                "with the pods the plan puts before it")
-    return f"the heuristic found no way to give it room within the moves left (at most {max_moves} in all)"

@@ -34,7 +34,8 @@ LEADER_FIELDS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod",
                  "resourceNamespace"}
 CLIENT_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
 PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
-OPT_IN = "manifests/autoscaling/"  # scale-up placeholders: extra RBAC only for those who apply it
+PLACEHOLDERS = "manifests/autoscaling/"  # scale-up placeholders
+OPT_IN = (PLACEHOLDERS, "manifests/defrag/")  # extra RBAC only for those who apply it
 # Kinds of CRDs (the Prometheus Operator's): no built-in schema; tests/manifests/test_monitoring.py checks them.
 CUSTOM_API_GROUPS = ("monitoring.coreos.com/",)
 GO_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
@@ -228,7 +229,7 @@ def test_placeholder_variant_grants_pod_writes_in_its_own_namespace_only():
     from extender.config import Config
 
     defaults = Config()
-    variant = [d for where, d in ALL if where.startswith(OPT_IN)]
+    variant = [d for where, d in ALL if where.startswith(PLACEHOLDERS)]
     (namespace,) = [d for d in variant if d["kind"] == "Namespace"]
     (role,) = [d for d in variant if d["kind"] == "Role"]
     (binding,) = [d for d in variant if d["kind"] == "RoleBinding"]
@@ -243,6 +244,17 @@ def test_placeholder_variant_grants_pod_writes_in_its_own_namespace_only():
     # below every pod without a PriorityClass (0), not below cluster-autoscaler's default expendable cutoff (-10)
     assert priority["metadata"]["name"] == defaults.placeholder_priority_class
     assert -10 <= priority["value"] < 0 and priority["globalDefault"] is False
+
+
+def test_defrag_variant_grants_evictions_only():
+    variant = [d for where, d in ALL if where.startswith("manifests/defrag/")]
+    (role,) = [d for d in variant if d["kind"] == "ClusterRole"]
+    (binding,) = [d for d in variant if d["kind"] == "ClusterRoleBinding"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert {(s["name"], s["namespace"]) for s in binding["subjects"]} == {
+        (find("Deployment", name)["spec"]["template"]["spec"]["serviceAccountName"], "kube-system")
+        for name in ("cgpu-extender", "cgpu-scheduler")}
 
 
 def test_tls_variant_serves_https_to_client_certificates_and_probes_on_a_plain_port():
