@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", nargs="*", type=int, default=[],
                         help="moves per hour of fragmentation with defragmentation, one run each (needs policy.defrag)")
     parser.add_argument("--every", type=float, default=5.0, help="minutes between defragmentation steps")
-    parser.add_argument("--max-pending", type=int, default=16, help="waiting pods one plan considers")
+    parser.add_argument("--max-pending", type=int, default=256, help="waiting pods one plan considers at most")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "churn"))
     args = parser.parse_args(argv)

@@ -55,7 +55,7 @@ def planner(max_pending: int = 256):
             if kind not in kinds:
                 kinds.add(kind)
                 pending.append(Waiting(f"{NAMESPACE}/{w.uid}", w.request, w.priority, allowed=allowed(state, w.spec)))
-        result = plan(state, residents, pending, max_moves, limits=limits)
+        result = plan(state, residents, pending, max_moves, limits=limits, explain=False)
         return [Move(m.pod.split("/", 1)[1], m.to_node, tuple(m.gpus)) for m in result.moves]
 
     return step
