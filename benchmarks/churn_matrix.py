@@ -31,8 +31,11 @@ SEED0 = 42
 DEFRAGGED = "fragmentation"  # the policy the defragmentation step runs with
 
 
-def defrag_label(budget: int) -> str:
-    return f"{DEFRAGGED}+defrag {budget}/h"
+DEFAULT_EVERY = 5.0  # minutes between defragmentation steps
+
+
+def defrag_label(budget: int, every: float = DEFAULT_EVERY) -> str:
+    return f"{DEFRAGGED}+defrag {budget}/h" + ("" if every == DEFAULT_EVERY else f" every {every:g} min")
 
 
 def workload_key(args) -> str:
@@ -46,7 +49,7 @@ def run_path(out: str, key: str, label: str, seed: int) -> str:
 def configs(args) -> list:
     """``(label, policy, budget or None)`` of every run per seed."""
     found = [(policy, policy, None) for policy in args.policies]
-    return found + [(defrag_label(b), DEFRAGGED, b) for b in args.budgets]
+    return found + [(defrag_label(b, args.every), DEFRAGGED, b) for b in args.budgets]
 
 
 def _planner(args):
@@ -157,7 +160,7 @@ def main(argv=None) -> int:
     parser.add_argument("--policies", nargs="*", default=["binpack", "fragmentation"], choices=sorted(STRATEGIES))
     parser.add_argument("--budgets", nargs="*", type=int, default=[],
                         help="moves per hour of fragmentation with defragmentation, one run each (needs policy.defrag)")
-    parser.add_argument("--every", type=float, default=5.0, help="minutes between defragmentation steps")
+    parser.add_argument("--every", type=float, default=DEFAULT_EVERY, help="minutes between defragmentation steps")
     parser.add_argument("--max-pending", type=int, default=256, help="waiting pods one plan considers at most")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "churn"))
