@@ -286,6 +286,8 @@ class _Replay:
         if j is None or self.node[j] == NOWHERE or target < 0:
             return None
         source, held = int(self.node[j]), self.ledger.allocation(move.uid)
+        if held is None:  # a pod that holds no GPU: nothing a move is for
+            return None
         to = int(np.flatnonzero(self.names == move.node)[0])
         pod = PodRef(self.uid[j], NAMESPACE, self.work.pods.name[j])
         self.placer.remove(self.uid[j], source, self.cpu[j], self.mib[j])

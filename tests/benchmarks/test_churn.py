@@ -171,3 +171,11 @@ def test_a_move_that_does_not_fit_is_refused_and_changes_nothing():
     assert run.moves == [] and np.isnan(run.placed_at[2])
     assert run.steps[:2] == [(30.0, 6, 2, 0, 0), (60.0, 6, 2, 0, 0)]
     assert seen[0] == seen[1] and sorted(seen[0][1]) == [400, 700]  # the next step finds all as it was
+
+
+def test_a_move_of_a_pod_that_holds_no_gpu_is_refused():
+    work = C.work([(0, 1000, 0, 0, 0), (0, 1000, 1, 1000, 0), (1, 1000, 1, 1000, 0)])
+    moves = lambda ledger, held, waiting, max_moves: [Move("p0-0", "n-0", (0,))]  # noqa: E731
+    run = churn(C.nodes([1]), work, "binpack", 0, audit=True, defrag=Defrag(moves, per_hour=6, every=30.0))
+    assert_clean(run)
+    assert run.moves == [] and run.steps[0] == (30.0, 6, 1, 0, 0)
