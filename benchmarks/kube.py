@@ -88,6 +88,11 @@ class KubeScheduler:
         fits = (self.cpu_total - self.cpu_used >= cpu) & (self.mem_total - self.mem_used >= memory)
         return np.flatnonzero(fits & self.affinity(spec))
 
+    def fits_on(self, node: int, cpu: int, memory: int, spec: str) -> bool:
+        """Whether ``node`` passes kube-scheduler's own filters (:meth:`filter` for one node)."""
+        return bool(self.cpu_total[node] - self.cpu_used[node] >= cpu and self.mem_total[node] - self.mem_used[node]
+                    >= memory and self.affinity(spec)[node])
+
     def default_scores(self, nodes: np.ndarray, cpu: int, memory: int) -> np.ndarray:
         """LeastAllocated + BalancedAllocation for placing the pod on each of ``nodes``."""
         cpu_total, mem_total = self.cpu_total[nodes], self.mem_total[nodes]
@@ -116,3 +121,8 @@ class KubeScheduler:
     def bind(self, node: int, cpu: int, memory: int) -> None:
         self.cpu_used[node] += cpu
         self.mem_used[node] += memory
+
+    def unbind(self, node: int, cpu: int, memory: int) -> None:
+        """A pod bound with :meth:`bind` left the node."""
+        self.cpu_used[node] -= cpu
+        self.mem_used[node] -= memory

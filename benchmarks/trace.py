@@ -3,7 +3,9 @@
 Files are read from ``../shared/traces/openb/`` seen from the project root
 (:data:`DEFAULT_DIR`) or any path. Nodes: ``sn, cpu_milli, memory_mib, gpu,
 model``; pods: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli`` and, where
-present, ``gpu_spec`` (allowed GPU models joined by ``|``, empty = any).
+present, ``gpu_spec`` (allowed GPU models joined by ``|``, empty = any); for
+the replay with churn, each pod's ``creation_time`` and ``deletion_time``
+(seconds) and ``qos`` (:func:`read_times`).
 """
 
 from __future__ import annotations
@@ -114,6 +116,22 @@ def read_pods(path: str) -> Pods:
     spec = np.array([(r.get("gpu_spec") or "").strip() for r in rows], dtype=object)
     return Pods([r["name"] for r in rows], _ints(rows, "cpu_milli", path), _ints(rows, "memory_mib", path),
                 num_gpu, milli, spec)
+
+
+@dataclass
+class Times:
+    creation: np.ndarray  # seconds from the trace's start
+    deletion: np.ndarray  # seconds, never before creation
+    qos: np.ndarray  # str: LS, BE, Burstable, Guaranteed ("" when the file has no qos column)
+
+
+def read_times(path: str) -> Times:
+    """Each pod's creation and deletion time and QoS class, in the order of :func:`read_pods`."""
+    rows = _rows(path, ("name", "creation_time", "deletion_time"))
+    creation, deletion = _ints(rows, "creation_time", path), _ints(rows, "deletion_time", path)
+    if (deletion < creation).any():
+        raise TraceError(f"{path}: a pod is deleted before it is created (row {int(np.argmax(deletion < creation)) + 2})")
+    return Times(creation, deletion, np.array([(r.get("qos") or "").strip() for r in rows], dtype=object))
 
 
 def pod_file(trace: str, directory: str = DEFAULT_DIR) -> str:
