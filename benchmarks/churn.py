@@ -48,8 +48,9 @@ from benchmarks.placer import NOWHERE, Placer, bound_pod
 from benchmarks.timeline import Workload
 from benchmarks.trace import Nodes
 from benchmarks.waiting import WaitingPods
-from extender import annotations as A
-from extender.ledger import Ledger, PodRef
+from extender.ledger import annotations as A
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
 from policy.allocation import split
 from policy.placement import gpu_fit
 from policy.reasons import FITS

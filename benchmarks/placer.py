@@ -22,7 +22,8 @@ from itertools import compress
 import numpy as np
 
 from benchmarks.kube import KubeScheduler, all_pods_through_extender
-from extender.ledger import Ledger, PodRef
+from extender.ledger.ledger import Ledger
+from extender.ledger.records import PodRef
 from policy.reasons import FITS
 from policy.request import GPURequest
 

@@ -5,7 +5,7 @@ extender does), answer a fixed small JSON reply — in one worker process;
 the driver sends ``--requests`` requests on one keep-alive connection for
 each body size (an empty pod with 10 node names, ~0.2 KB; with 5,000, ~65 KB,
 the size of kube-scheduler's filter at 5,000 nodes) and prints the server's
-CPU per request (utime + stime of its processes, from /proc) and the round
+CPU per request (its processes' threads' ``schedstat``) and the round
 trip's p50 and p99. Candidates:
 
 * ``asgi``: gunicorn's native asyncio worker (``-k asgi``), an ASGI echo
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 
 import orjson
 
-from benchmarks import processes
+from benchmarks.load_kube import thread_cpu
 from benchmarks.slowclients import free_port
 
 REPLY = b'{"NodeNames":["a"],"FailedNodes":{},"Error":""}'
@@ -111,16 +110,9 @@ CANDIDATES = {  # name → gunicorn arguments (worker class, app)
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` and its descendants (gunicorn's arbiter and its worker)."""
-    total = 0
-    for process in processes.tree(pid):
-        try:
-            with open(f"/proc/{process}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of ``pid`` and its descendants (gunicorn's arbiter and its worker), in nanoseconds'
+    resolution (each thread's ``schedstat``: ``stat``'s 10 ms ticks are too coarse for a short run)."""
+    return sum(thread_cpu(pid).values()) / 1e9
 
 
 def drive(port: int, pid: int, requests: int, names: int) -> dict:

@@ -9,7 +9,7 @@ import churn_cases as C
 from benchmarks import churn as churn_module
 from benchmarks.churn import Defrag, Move, churn
 from benchmarks.churn_stats import step_at
-from extender.ledger import Ledger
+from extender.ledger.ledger import Ledger
 
 GPU_POLICIES = ["binpack", "fragmentation"]
 
