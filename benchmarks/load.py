@@ -6,12 +6,14 @@ plus a floor endpoint) and schedules pods one at a time: filter with every
 node, prioritize with the nodes filter kept, then bind to a top-scored node.
 Binds run on a pool of 4 threads and overlap the next pods' filters, as
 kube-scheduler's binding goroutines do. The same bodies then go, through the
-same driver doing the same work, to the floor endpoint, which only decodes
-them and answers the bytes the extender answered (recorded by the driver).
+same driver doing the same work, to two endpoints that only decode them and
+answer the bytes the extender answered (recorded by the driver): the *floor*,
+on the verbs' own path, and the *echo*, a bare Flask route on the same
+gunicorn worker (what the extender would cost at least if Flask served the verbs).
 
 Reported per verb: p50/p99 of the server's own time (``Server-Timing``) and of
 the client-side round trip; cycles per second; the extender's p50 as a ratio of
-the floor's; the server's RSS; and how much of the client-side time is the
+the floor's and the echo's; the server's RSS; and how much of the client-side time is the
 driver's own JSON work (encode before, decode after the round trip).
 
     python -m benchmarks.load --nodes 1000 5000 10000 --pods 2000 --json benchmarks/out/load.json
@@ -41,6 +43,7 @@ from benchmarks.synthetic import cluster_objects, pending_pod
 
 PREFIX = "/cgpu-scheduler"
 FLOOR = "/floor"
+ECHO = "/echo"
 BIND_THREADS = 4
 VERBS = ("filter", "prioritize", "bind")
 
@@ -142,13 +145,13 @@ class Recorded:
 
 
 def schedule(port: int, pods: list, names: list, node_objects: list | None, run: Run, recorded: Recorded,
-             floor: bool, seed: int) -> None:
-    """Schedule ``pods`` one at a time against the extender, recording its replies, or
-    (``floor``) against the floor, which answers the recorded bytes. The driver does
-    the same work either way: the same bodies, the same decoding, the same choices.
+             base: str, seed: int) -> None:
+    """Schedule ``pods`` one at a time against ``base``: the extender (``PREFIX``), recording its
+    replies, or the floor or echo, which answer the recorded bytes. The driver does the same
+    work either way: the same bodies, the same decoding, the same choices.
     """
     rng = random.Random(seed)
-    base = FLOOR if floor else PREFIX
+    floor = base != PREFIX
     main = Client(port)
     local = threading.local()
     pool = ThreadPoolExecutor(BIND_THREADS)
@@ -251,19 +254,23 @@ def measure(nodes: int, pods: int, warmup: int, modes: list, seed: int, workdir:
             batch = [pending_pod(counter + i, seed) for i in range(warmup + pods)]
             counter += warmup + pods
             recorded = Recorded(replies)
-            schedule(port, batch[:warmup], names, full, Run(), recorded, False, seed)
+            schedule(port, batch[:warmup], names, full, Run(), recorded, PREFIX, seed)
             recorded.flush()
-            schedule(port, batch[:warmup], names, full, Run(), recorded, True, seed)  # the floor warms up too
+            for base in (FLOOR, ECHO):  # they warm up too
+                schedule(port, batch[:warmup], names, full, Run(), recorded, base, seed)
             extender = Run()
-            schedule(port, batch[warmup:], names, full, extender, recorded, False, seed)
+            schedule(port, batch[warmup:], names, full, extender, recorded, PREFIX, seed)
             recorded.close()
-            floor = Run()
-            schedule(port, batch[warmup:], names, full, floor, recorded, True, seed)
-            e, f = extender.summary(), floor.summary()
+            floor, echo = Run(), Run()
+            schedule(port, batch[warmup:], names, full, floor, recorded, FLOOR, seed)
+            schedule(port, batch[warmup:], names, full, echo, recorded, ECHO, seed)
+            e, f, o = extender.summary(), floor.summary(), echo.summary()
             result[mode] = {
-                "extender": e, "floor": f,
+                "extender": e, "floor": f, "echo": o,
                 "ratio_to_floor_p50": {v: round(e["server_ms"][v]["p50"] / f["server_ms"][v]["p50"], 2)
                                        for v in VERBS},
+                "ratio_to_echo_p50": {v: round(e["server_ms"][v]["p50"] / o["server_ms"][v]["p50"], 2)
+                                      for v in VERBS},
                 "cycles_ratio_to_floor": round(e["cycles_per_s"] / f["cycles_per_s"], 2),
                 "rss_mb_at_end": processes.rss_mb(worker),
                 "pinned": pinned,
@@ -321,6 +328,10 @@ def print_table(results: list) -> None:
         print(f"{r['nodes']:>6} {mode:>7} {'cycle':>10} {e['cycle_server_ms']['p50']:>7} "
               f"{e['cycle_server_ms']['p99']:>7}   cycles/s {e['cycles_per_s']} (floor {f['cycles_per_s']}, "
               f"ratio {r[mode]['cycles_ratio_to_floor']})")
+        o = r[mode]["echo"]
+        print(f"{r['nodes']:>6} {mode:>7} {'echo':>10} server p50 " + ", ".join(
+            f"{verb} {o['server_ms'][verb]['p50']} (ratio {r[mode]['ratio_to_echo_p50'][verb]})" for verb in VERBS)
+            + f"; cycles/s {o['cycles_per_s']}")
         print(f"{r['nodes']:>6} {mode:>7} RSS MB at start {r['rss_mb_at_start']:.0f}, "
               f"at end {r[mode]['rss_mb_at_end']:.0f}, startup {r['startup_s']} s")
 
@@ -332,14 +343,20 @@ def markdown(report: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     cycles = ["| nodes | NodeNames / Nodes | cycle server p50 | cycle server p99 | cycles/s | floor cycles/s "
               "| ratio | RSS MB start / end | startup s |", "|---|---|---|---|---|---|---|---|---|"]
+    echoes = ["| nodes | NodeNames / Nodes | verb | echo server p50 | echo server p99 | echo client p50 "
+              "| server p50 / echo |", "|---|---|---|---|---|---|---|"]
     for r, mode, e, f in _runs(report["results"]):
         for verb in VERBS:
             figures = " | ".join(str(v) for v in _verb_row(r, mode, e, f, verb))
             lines.append(f"| {r['nodes']:,} | {LABELS[mode]} | {verb} | {figures} |")
+            o = r[mode]["echo"]
+            echoes.append(f"| {r['nodes']:,} | {LABELS[mode]} | {verb} | {o['server_ms'][verb]['p50']} "
+                          f"| {o['server_ms'][verb]['p99']} | {o['client_ms'][verb]['p50']} "
+                          f"| {r[mode]['ratio_to_echo_p50'][verb]} |")
         cycles.append(f"| {r['nodes']:,} | {LABELS[mode]} | {e['cycle_server_ms']['p50']} | {e['cycle_server_ms']['p99']} "
                       f"| {e['cycles_per_s']} | {f['cycles_per_s']} | {r[mode]['cycles_ratio_to_floor']} "
                       f"| {r['rss_mb_at_start']:.0f} / {r[mode]['rss_mb_at_end']:.0f} | {r['startup_s']} |")
-    return "\n".join(lines) + "\n\n" + "\n".join(cycles) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(cycles) + "\n\n" + "\n".join(echoes) + "\n"
 
 
 def main(argv=None) -> int:

@@ -1,12 +1,15 @@
-"""The extender as deployed (gunicorn, one worker: extender.serving) plus a *floor* endpoint.
+"""The extender as deployed (gunicorn, one worker: extender.serving) plus a *floor* and an *echo*.
 
 ``POST /floor/<verb>`` decodes the JSON body (all of it, with the same
 library the extender uses) and answers the bytes the extender answered to the
 same body, read from the driver's record (``--replies FILE``, the range named
-by the ``X-Floor-Reply: offset:length`` header). It runs in the same worker,
-behind the same server (a bare Flask JSON echo on gunicorn), Flask and Server-Timing hooks, and the driver does
-the same work with its replies, so the difference between the two is the
-extender's own work.
+by the ``X-Floor-Reply: offset:length`` header). It is answered on the verbs'
+own path (:class:`extender.serving.asgi.ExtenderASGI`: the same worker, body
+reading, inline-or-pool choice and ``Server-Timing``), and the driver does the
+same work with its replies, so the difference between the two is the
+extender's own work. ``POST /echo/<verb>`` does the same in a bare Flask route
+(through a2wsgi, as every route but the verbs is served): what a verb would cost
+at least if Flask served it.
 
     python -m benchmarks.load_server --cluster FILE --replies FILE --port 32766 [--threads 8]
 """
@@ -15,24 +18,29 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import orjson
 from flask import Blueprint, Response, request
 
 from extender.serving.app import create_app
-from extender.serving.config import Config
 from extender.serving.application import ExtenderApplication, Listening
+from extender.serving.asgi import ExtenderASGI
 from extender.serving.budgets import Limits
+from extender.serving.config import Config
+from extender.serving.http_verbs import VERBS, timing
 
 FLOOR_PREFIX = "/floor"
+ECHO_PREFIX = "/echo"
 
 
-def create_floor_app(config: Config, replies: str):
+def create_echo_app(config: Config, replies: str):
+    """The extender's Flask app with the echo routes added."""
     app = create_app(config)
-    floor = Blueprint("floor", __name__, url_prefix=FLOOR_PREFIX)
+    echo = Blueprint("echo", __name__, url_prefix=ECHO_PREFIX)
     recorded = {}
 
-    @floor.post("/<verb>")
+    @echo.post("/<verb>")
     def bare(verb: str):
         orjson.loads(request.get_data())
         if "fd" not in recorded:
@@ -40,8 +48,40 @@ def create_floor_app(config: Config, replies: str):
         offset, length = map(int, request.headers["X-Floor-Reply"].split(":"))
         return Response(os.pread(recorded["fd"], length, offset), mimetype="application/json")
 
-    app.register_blueprint(floor)
+    app.register_blueprint(echo)
     return app
+
+
+class FloorASGI(ExtenderASGI):
+    """The extender's ASGI application, with ``POST /floor/<verb>`` answered on the verbs' path."""
+
+    def __init__(self, flask_app, prefix: str, replies: str, **kwargs):
+        super().__init__(flask_app, prefix, **kwargs)
+        self.by_path.update({f"{FLOOR_PREFIX}/{verb}": verb for verb in VERBS})
+        self.replies = replies
+        self.fd = None  # opened at the first floor request: the driver writes the file during the extender's pass
+
+    def answer(self, verb: str, path: str, headers, body: bytes) -> tuple:
+        if not path.startswith(FLOOR_PREFIX):
+            return super().answer(verb, path, headers, body)
+        started = time.perf_counter()
+        orjson.loads(body)
+        if self.fd is None:
+            self.fd = os.open(self.replies, os.O_RDONLY)
+        offset, length = map(int, next(v for k, v in headers if k == b"x-floor-reply").split(b":"))
+        data = os.pread(self.fd, length, offset)
+        return 200, [(b"content-type", b"application/json"),
+                     (b"server-timing", timing(time.perf_counter() - started).encode())], data
+
+
+class FloorApplication(ExtenderApplication):
+    def __init__(self, replies: str, *args, **kwargs):
+        self.replies = replies
+        super().__init__(*args, **kwargs)
+
+    def asgi(self, app):
+        return FloorASGI(app, self.config.normalised_prefix(), self.replies, threads=self.where.threads,
+                         inline_body_bytes=self.limits.inline_body_bytes)
 
 
 def main(argv=None) -> None:
@@ -55,9 +95,9 @@ def main(argv=None) -> None:
     parser.add_argument("--scoring", default="ack")
     args = parser.parse_args(argv)
     config = Config(cluster_file=args.cluster, log_level=args.log_level, scoring=args.scoring)
-    ExtenderApplication(config, Listening(args.host, args.port, threads=args.threads),
-                        Limits().for_body(config.max_body_bytes),
-                        factory=lambda c: create_floor_app(c, args.replies)).run()
+    FloorApplication(args.replies, config, Listening(args.host, args.port, threads=args.threads),
+                     Limits().for_body(config.max_body_bytes),
+                     factory=lambda c: create_echo_app(c, args.replies)).run()
 
 
 if __name__ == "__main__":

@@ -153,16 +153,20 @@ class ExtenderApplication(BaseApplication):
 
     def load(self):
         """The application, built when the worker loads it."""
-        from extender.serving.asgi import ExtenderASGI
-
         configure(self.config.log_level)
         app = self.factory(self.config)
-        self._asgi = ExtenderASGI(app, self.config.normalised_prefix(), threads=self.where.threads,
-                                  inline_body_bytes=self.limits.inline_body_bytes)
+        self._asgi = self.asgi(app)
         extender = app.extensions.get("cgpu")
         if extender is not None:
             freeze_after_sync(extender.ready, self._stopped)
         return self._asgi
+
+    def asgi(self, app):
+        """The ASGI application in front of the Flask ``app`` (a benchmark's floor adds routes to it)."""
+        from extender.serving.asgi import ExtenderASGI
+
+        return ExtenderASGI(app, self.config.normalised_prefix(), threads=self.where.threads,
+                            inline_body_bytes=self.limits.inline_body_bytes)
 
     # -- the worker's calls ----------------------------------------------------------------
     def serving(self, worker) -> None:
