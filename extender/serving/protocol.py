@@ -21,7 +21,13 @@ gunicorn's) with what a scheduler component needs on top:
   costs more than ~1,000 parser calls;
 * **reply bytes** the kernel has not taken counted in the worker's reply
   budget; past it, the connection that has waited longest for its reader is
-  closed;
+  closed. A large reply body (``PUMP_BYTES`` or more) is handed to the
+  transport ``SLICE_BYTES`` at a time as the reader takes it, from the body
+  itself: asyncio's transport (3.11) copies what the kernel does not take at
+  once, so twelve readers of one cached 17 MB metrics page held twelve copies
+  (``benchmarks.hostile get-flood``); now they share the one. The budget still
+  counts each reader's remainder as its own (exact for a verb's reply, which
+  no one else holds; an over-count for a shared page);
 * a refusal's reply reaches its client: the server half-closes and reads and
   drops what the client still sends (up to the body limit, for
   ``linger_seconds``) before closing, since closing with unread bytes resets
@@ -42,6 +48,8 @@ from extender.serving.budgets import BUSY, HANDSHAKE, IDLE, NEW
 REFUSAL_HEAD = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
 READ_BYTES = 64 * 1024  # one read: all a connection holds uncounted (a pipelined tail; see _on_message_complete)
 NEVER_PAUSE = 1 << 62
+PUMP_BYTES = 1 << 20  # a reply body at least this large is handed over a slice at a time
+SLICE_BYTES = 256 * 1024
 REASONS = {400: b"Bad Request", 403: b"Forbidden", 404: b"Not Found", 413: b"Content Too Large",
            414: b"URI Too Long", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
            501: b"Not Implemented", 503: b"Service Unavailable"}
@@ -77,6 +85,8 @@ class ExtenderProtocol(ASGIProtocol):
         self.eof = False  # the client half-closed while its request was being answered
         self.error_sent = False  # gunicorn wrote a refusal: its close lingers
         self.close_after_reply = False  # the application's reply said Connection: close
+        self.pumping: memoryview | None = None  # the part of a large body not yet handed to the transport
+        self.transport_full = False  # the transport asked us to stop writing while we pump
 
     # -- accept, TLS, eviction -------------------------------------------------------
     def connection_made(self, transport):
@@ -113,6 +123,8 @@ class ExtenderProtocol(ASGIProtocol):
         self._disarm()
         if self.write_timer is not None:
             self.write_timer.cancel()
+        if self.pumping is not None:
+            self._end_pump()
         self._give_request()
         self._give_reply()
         if not self.admitted:
@@ -232,8 +244,58 @@ class ExtenderProtocol(ASGIProtocol):
         self._note_buffered()
 
     def _send_body(self, body, chunked=False, last=False, size=None):
-        super()._send_body(body, chunked, last, size)
+        size = len(body) if size is None else size
+        transport = self.transport
+        if chunked or size < PUMP_BYTES or transport is None or transport.is_closing() or self.pumping is not None:
+            super()._send_body(body, chunked, last, size)
+            self._note_buffered()
+            return
+        # gunicorn's send() waits (paused) until the pump has handed over the whole body
+        view = memoryview(body)[:size]
+        super()._send_body(bytes(view[:SLICE_BYTES]), False, last, SLICE_BYTES)
+        self.pumping = view[SLICE_BYTES:]
+        super().pause_writing()
+        transport.set_write_buffer_limits(high=SLICE_BYTES, low=SLICE_BYTES // 2)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Hand the transport slices of the body until it is full (it calls resume_writing when it
+        has room again) or the body is all handed over."""
+        transport = self.transport
+        while self.pumping is not None and not self.transport_full:
+            if transport is None or transport.is_closing():
+                self._end_pump()
+                return
+            piece, rest = self.pumping[:SLICE_BYTES], self.pumping[SLICE_BYTES:]
+            self.pumping = rest if len(rest) else None
+            try:
+                transport.write(piece)
+            except (OSError, RuntimeError):
+                self.pumping = None
+            if self.pumping is None:
+                self._end_pump()
         self._note_buffered()
+
+    def _end_pump(self) -> None:
+        self.pumping = None
+        self.transport_full = False
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.set_write_buffer_limits(high=NEVER_PAUSE)
+        super().resume_writing()  # gunicorn's send() goes on
+
+    def pause_writing(self):
+        if self.pumping is not None:
+            self.transport_full = True
+        else:
+            super().pause_writing()
+
+    def resume_writing(self):
+        if self.pumping is not None:
+            self.transport_full = False
+            self._pump()
+        else:
+            super().resume_writing()
 
     def _note_buffered(self) -> None:
         """Count what the transport holds for the reader in the worker's reply budget; arm the write
@@ -241,6 +303,8 @@ class ExtenderProtocol(ASGIProtocol):
         and by the worker for connections that hold some)."""
         transport = self.transport
         size = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
+        if self.pumping is not None:  # counted as if copied (as it is for a reply no one else holds)
+            size += len(self.pumping)
         if size == self.buffered:
             return
         worker = self.worker

@@ -3,6 +3,7 @@ real handshakes against the extender as served (gunicorn's TLS settings) with ce
 
 import http.client
 import ssl
+import time
 
 import orjson
 import pytest
@@ -52,6 +53,27 @@ def test_a_client_without_a_certificate_of_our_ca_is_refused(served, pki, who):
     with pytest.raises((ssl.SSLError, ConnectionError)):
         _filter(served, pki, pki[who] if who else None)
     assert _filter(served, pki, pki["client"])[0] == 200  # and the server is still there
+
+
+def test_a_large_reply_read_slowly_over_tls_arrives_whole(served, pki):
+    context = ssl.create_default_context(cafile=pki["ca"])
+    context.load_cert_chain(*pki["client"])
+    names = [f"unknown-node-{i:06d}" for i in range(40_000)]
+    body = orjson.dumps({"Pod": scheduler_pod(), "Nodes": None, "NodeNames": names})
+    replies = []
+    for pause in (0, 0.002):
+        connection = http.client.HTTPSConnection("127.0.0.1", served.port, context=context, timeout=30)
+        connection.request("POST", f"{PREFIX}/filter", body, {"Content-Type": "application/json"})
+        reply = connection.getresponse()
+        data = b""
+        while chunk := reply.read(16384):
+            data += chunk
+            time.sleep(pause)
+        replies.append((reply.status, data))
+        connection.request("GET", f"{PREFIX}/healthz")  # the same connection goes on
+        assert connection.getresponse().read() == b'{"status":"ok"}'
+    assert replies[0] == replies[1] and replies[0][0] == 200 and len(replies[0][1]) > 2 << 20
+    assert orjson.loads(replies[0][1])["NodeNames"] == []  # whole JSON: none of the unknown names fits
 
 
 def test_plain_http_to_the_tls_port_is_refused(served):

@@ -1,0 +1,96 @@
+"""Large replies are handed to the transport a slice at a time (ExtenderProtocol's pump): every
+byte reaches every reader, slow or not, shared page or a verb's own reply, and the connection
+goes on serving after it."""
+
+import socket
+import threading
+import time
+
+import orjson
+
+from benchmarks.synthetic import cluster_objects
+from builders import scheduler_pod
+from extender.serving.protocol import PUMP_BYTES
+from served import PREFIX, served
+
+
+def request(method: str, path: str, body: bytes = b"") -> bytes:
+    return (f"{method} {PREFIX}{path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def read_reply(sock: socket.socket, pause: float = 0.0, piece: int = 65536) -> tuple[int, bytes]:
+    """One reply (status, body) read ``piece`` bytes at a time, ``pause`` seconds apart."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(piece)
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.split(b"\r\n")
+    length = next(int(line.split(b":")[1]) for line in lines if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = sock.recv(min(piece, length - len(body)))
+        assert chunk, "the connection closed before the whole reply"
+        body += chunk
+        time.sleep(pause)
+    return int(lines[0].split()[1]), body
+
+
+def slow_socket(port: int) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    s.connect(("127.0.0.1", port))
+    s.settimeout(30)
+    return s
+
+
+def test_a_large_verb_reply_reaches_slow_readers_whole_and_the_connection_serves_on():
+    names = [f"unknown-node-{i:06d}" for i in range(40_000)]
+    body = orjson.dumps({"Pod": scheduler_pod(), "Nodes": None, "NodeNames": names})
+    with served() as server:
+        fast = slow_socket(server.port)
+        fast.sendall(request("POST", "/filter", body))
+        status, expected = read_reply(fast)
+        assert status == 200 and len(expected) > 2 * PUMP_BYTES
+        results = {}
+
+        def reader(k):
+            s = slow_socket(server.port)
+            s.sendall(request("POST", "/filter", body))
+            results[k] = read_reply(s, pause=0.002, piece=16384)
+            s.sendall(request("GET", "/healthz"))  # the same connection, after the pumped reply
+            results[k, "next"] = read_reply(s)
+            s.close()
+
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for k in range(4):
+            assert results[k] == (200, expected)
+            assert results[k, "next"] == (200, b'{"status":"ok"}')
+
+
+def test_a_large_shared_page_reaches_concurrent_slow_readers_whole(tmp_path):
+    cluster = tmp_path / "cluster.jsonl"
+    cluster.write_bytes(b"\n".join(orjson.dumps(o) for o in cluster_objects(400, 8, seed=0)))
+    with served(config={"cluster_file": str(cluster)}) as server:
+        s = slow_socket(server.port)
+        s.sendall(request("GET", "/inspect"))
+        status, expected = read_reply(s)
+        assert status == 200 and len(expected) > PUMP_BYTES
+        results = []
+
+        def reader():
+            r = slow_socket(server.port)
+            for _ in range(2):
+                r.sendall(request("GET", "/inspect"))
+                results.append(read_reply(r, pause=0.001, piece=32768))
+            r.close()
+
+        threads = [threading.Thread(target=reader) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results == [(200, expected)] * 12
