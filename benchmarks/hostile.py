@@ -15,8 +15,9 @@ how the verbs and probes answered meanwhile:
 * ``nofile``: ``serve`` started with an open-files limit of 1,024 (soft and
   hard), then more idle connections than that;
 * ``get-flood``: clients looping ``GET metrics`` (the probe port) and ``inspect``
-  and ``plan`` on a cluster of ``--nodes`` nodes × 8 GPUs, while binds are
-  timed on the verb port;
+  and ``plan`` (or only the ``--routes`` given) on a cluster of ``--nodes``
+  nodes × 8 GPUs, while binds are timed on the verb port; the RSS is sampled
+  every 0.1 s;
 * ``preempt``: one preempt naming ``--candidates`` crowded nodes (8 GPUs × 20
   pods each) for a whole-GPU pod, timed;
 * ``sigterm``: SIGTERM while a large reply is being read slowly: how much of it
@@ -26,7 +27,7 @@ how the verbs and probes answered meanwhile:
   with asyncio's own 256 KiB TLS read buffer for comparison).
 
     python -m benchmarks.hostile all
-    python -m benchmarks.hostile get-flood --nodes 5000
+    python -m benchmarks.hostile get-flood --nodes 5000 [--routes metrics]
 """
 
 from __future__ import annotations
@@ -251,24 +252,37 @@ def idle_flood(connections: int, target: str, nofile: int | None = None) -> dict
         return result
 
 
-def get_flood(nodes: int = 5000, clients: int = 12, binds: int = 40) -> dict:
+GET_ROUTES = ("metrics", "inspect", "plan")
+
+
+def get_flood(nodes: int = 5000, clients: int = 12, binds: int = 40, routes: tuple = GET_ROUTES,
+              seconds: float = 10.0) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "cluster.jsonl"
         path.write_bytes(b"\n".join(orjson.dumps(o) for o in cluster_objects(nodes, 8, seed=0)))
         with serving("--cluster", str(path), probe=True) as server:
             names = orjson.dumps([f"node-{i:05d}" for i in range(nodes)])
             rest, stop = server.rss(), threading.Event()
-            routes = [(server.probe_port, "/metrics"), (server.port, "/inspect"), (server.port, "/plan")]
-            served = []
+            where = {"metrics": (server.probe_port, "/metrics"), "inspect": (server.port, "/inspect"),
+                     "plan": (server.port, "/plan")}
+            routes = [where[route] for route in routes]
+            served, peak = [], [rest]
 
             def loop(port, path):
                 while not stop.is_set():
                     served.append(timed(port, "GET", path, timeout=60))
             threads = [threading.Thread(target=loop, args=routes[i % len(routes)]) for i in range(clients)]
+
+            def sample():
+                while not stop.is_set():
+                    peak[0] = max(peak[0], server.rss())
+                    time.sleep(0.1)
+            threads.append(threading.Thread(target=sample))
+            started = time.monotonic()
             for t in threads:
                 t.start()
             time.sleep(2.0)
-            bound, peak = [], rest
+            bound = []
             for i in range(binds):
                 pod = pending_pod(i, 0)
                 status, reply = _post(server.port, "/filter", orjson.dumps({"Pod": pod, "Nodes": None}
@@ -280,15 +294,16 @@ def get_flood(nodes: int = 5000, clients: int = 12, binds: int = 40) -> dict:
                 bound.append(timed(server.port, "POST", "/bind", orjson.dumps(
                     {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
                      "Node": fits[0]})))
-                peak = max(peak, server.rss())
+            time.sleep(max(0.0, seconds - (time.monotonic() - started)))  # a flood of ``seconds`` at least
             stop.set()
             for t in threads:
                 t.join()
             bind_ms = sorted(ms for _, ms in bound)
-            return {"nodes": nodes, "clients": clients, "gets_served": len(served),
+            return {"nodes": nodes, "clients": clients, "routes": list(dict.fromkeys(r for _, r in routes)),
+                    "gets_served": len(served), "gets_ok": sum(s == 200 for s, _ in served),
                     "binds": len(bound), "binds_ok": sum(s == 200 for s, _ in bound),
                     "bind_ms_p50": median_ms(bound), "bind_ms_max": bind_ms[-1] if bind_ms else None,
-                    "rss_growth_mib": round(peak - rest, 1)}
+                    "rss_growth_mib": round(peak[0] - rest, 1)}
 
 
 def _post(port: int, path: str, body: bytes, timeout: float = 60) -> tuple:
@@ -416,7 +431,7 @@ SCENARIOS = {
     "unread": lambda a: unread(),
     "probe-idle": lambda a: idle_flood(4100, "probe"),
     "nofile": lambda a: idle_flood(1100, "verbs", nofile=1024),
-    "get-flood": lambda a: get_flood(a.nodes),
+    "get-flood": lambda a: get_flood(a.nodes, routes=tuple(a.routes)),
     "preempt": lambda a: [preempt(n) for n in a.candidates],
     "sigterm": lambda a: sigterm(),
     "per-connection": lambda a: per_connection(),
@@ -427,6 +442,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", choices=[*SCENARIOS, "all"])
     parser.add_argument("--nodes", type=int, default=5000, help="get-flood: nodes of the cluster (default 5000)")
+    parser.add_argument("--routes", nargs="+", choices=GET_ROUTES, default=list(GET_ROUTES),
+                        help="get-flood: the GETs the clients loop on (default all three)")
     parser.add_argument("--candidates", type=int, nargs="+", default=[100, 1000],
                         help="preempt: candidate nodes per call (default 100 1000)")
     args = parser.parse_args(argv)

@@ -95,6 +95,9 @@ class ExtenderASGI:
         if verb is not None:
             await self.verb(verb, path, scope, receive, send)
         elif path.endswith(HEAVY_READS):
+            connection = scope.get("extensions", {}).get("cgpu.connection")
+            if connection is not None:  # its reply is a cached page many readers share: pumped, not copied
+                connection.shared_reply = True
             await self.operators(scope, receive, send)
         else:
             await self.others(scope, receive, send)

@@ -21,13 +21,14 @@ gunicorn's) with what a scheduler component needs on top:
   costs more than ~1,000 parser calls;
 * **reply bytes** the kernel has not taken counted in the worker's reply
   budget; past it, the connection that has waited longest for its reader is
-  closed. A large reply body (``PUMP_BYTES`` or more) is handed to the
-  transport ``SLICE_BYTES`` at a time as the reader takes it, from the body
-  itself: asyncio's transport (3.11) copies what the kernel does not take at
-  once, so twelve readers of one cached 17 MB metrics page held twelve copies
-  (``benchmarks.hostile get-flood``); now they share the one. The budget still
-  counts each reader's remainder as its own (exact for a verb's reply, which
-  no one else holds; an over-count for a shared page);
+  closed. asyncio's transport (3.11) copies what the kernel does not take at
+  once: twelve readers of one cached 17 MB metrics page held twelve copies
+  (``benchmarks.hostile get-flood``). A large page the application marks as
+  shared (``shared_reply``: the operators' cached reads) is handed to the
+  transport ``SLICE_BYTES`` at a time as the reader takes it, from the one
+  body all readers hold; the budget counts its remainder as if copied. A
+  verb's reply, which no one else holds, is written whole: the transport's
+  copy of the remainder is then all that is held;
 * a refusal's reply reaches its client: the server half-closes and reads and
   drops what the client still sends (up to the body limit, for
   ``linger_seconds``) before closing, since closing with unread bytes resets
@@ -86,6 +87,7 @@ class ExtenderProtocol(ASGIProtocol):
         self.error_sent = False  # gunicorn wrote a refusal: its close lingers
         self.close_after_reply = False  # the application's reply said Connection: close
         self.pumping: memoryview | None = None  # the part of a large body not yet handed to the transport
+        self.shared_reply = False  # the application says this request's reply body is shared (a cached page)
         self.transport_full = False  # the transport asked us to stop writing while we pump
 
     # -- accept, TLS, eviction -------------------------------------------------------
@@ -221,6 +223,7 @@ class ExtenderProtocol(ASGIProtocol):
         keepalive = await super()._serve_http_request(request, sockname, peername)
         self._give_request()
         self.request_bytes = self.pieces = self.decoded = 0
+        self.shared_reply = False
         if self.eof or self.close_after_reply:
             self._close_transport()
             return False
@@ -246,7 +249,8 @@ class ExtenderProtocol(ASGIProtocol):
     def _send_body(self, body, chunked=False, last=False, size=None):
         size = len(body) if size is None else size
         transport = self.transport
-        if chunked or size < PUMP_BYTES or transport is None or transport.is_closing() or self.pumping is not None:
+        if (not self.shared_reply or chunked or size < PUMP_BYTES or transport is None or transport.is_closing()
+                or self.pumping is not None):
             super()._send_body(body, chunked, last, size)
             self._note_buffered()
             return
@@ -303,8 +307,8 @@ class ExtenderProtocol(ASGIProtocol):
         and by the worker for connections that hold some)."""
         transport = self.transport
         size = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
-        if self.pumping is not None:  # counted as if copied (as it is for a reply no one else holds)
-            size += len(self.pumping)
+        if self.pumping is not None:  # counted as if copied (see module doc)
+            size += self.pumping.nbytes
         if size == self.buffered:
             return
         worker = self.worker

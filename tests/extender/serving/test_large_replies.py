@@ -1,8 +1,9 @@
-"""Large replies are handed to the transport a slice at a time (ExtenderProtocol's pump): every
-byte reaches every reader, slow or not, shared page or a verb's own reply, and the connection
-goes on serving after it."""
+"""Large replies reach every reader whole, slow or not, and the connection goes on serving after
+them: a verb's own reply (written whole) and a shared cached page (ExtenderProtocol's pump hands it
+over a slice at a time), plain and TLS."""
 
 import socket
+import ssl
 import threading
 import time
 
@@ -10,7 +11,10 @@ import orjson
 
 from benchmarks.synthetic import cluster_objects
 from builders import scheduler_pod
+import pytest
+
 from extender.serving.protocol import PUMP_BYTES
+from pki import make_pki
 from served import PREFIX, served
 
 
@@ -35,12 +39,12 @@ def read_reply(sock: socket.socket, pause: float = 0.0, piece: int = 65536) -> t
     return int(lines[0].split()[1]), body
 
 
-def slow_socket(port: int) -> socket.socket:
+def slow_socket(port: int, context: ssl.SSLContext | None = None) -> socket.socket:
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
     s.connect(("127.0.0.1", port))
     s.settimeout(30)
-    return s
+    return context.wrap_socket(s, server_hostname="127.0.0.1") if context is not None else s
 
 
 def test_a_large_verb_reply_reaches_slow_readers_whole_and_the_connection_serves_on():
@@ -71,18 +75,26 @@ def test_a_large_verb_reply_reaches_slow_readers_whole_and_the_connection_serves
             assert results[k, "next"] == (200, b'{"status":"ok"}')
 
 
-def test_a_large_shared_page_reaches_concurrent_slow_readers_whole(tmp_path):
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_a_large_shared_page_reaches_concurrent_slow_readers_whole(tmp_path, tls):
     cluster = tmp_path / "cluster.jsonl"
     cluster.write_bytes(b"\n".join(orjson.dumps(o) for o in cluster_objects(400, 8, seed=0)))
-    with served(config={"cluster_file": str(cluster)}) as server:
-        s = slow_socket(server.port)
+    where, context = None, None
+    if tls:
+        (tmp_path / "pki").mkdir()
+        pki = make_pki(tmp_path / "pki")
+        where = dict(tls_cert=str(pki["server"][0]), tls_key=str(pki["server"][1]), client_ca=str(pki["ca"]))
+        context = ssl.create_default_context(cafile=pki["ca"])
+        context.load_cert_chain(*pki["client"])
+    with served(config={"cluster_file": str(cluster)}, where=where or {}) as server:
+        s = slow_socket(server.port, context)
         s.sendall(request("GET", "/inspect"))
         status, expected = read_reply(s)
         assert status == 200 and len(expected) > PUMP_BYTES
         results = []
 
         def reader():
-            r = slow_socket(server.port)
+            r = slow_socket(server.port, context)
             for _ in range(2):
                 r.sendall(request("GET", "/inspect"))
                 results.append(read_reply(r, pause=0.001, piece=32768))
