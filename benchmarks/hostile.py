@@ -120,7 +120,7 @@ def timed(port: int, method: str, path: str, body: bytes | None = None, timeout:
         reply.read()
         connection.close()
         status = reply.status
-    except OSError as exc:
+    except (OSError, http.client.HTTPException) as exc:  # refused, reset, or closed mid-reply
         status = type(exc).__name__
     return status, round((time.perf_counter() - started) * 1000, 1)
 

@@ -26,9 +26,10 @@ gunicorn's) with what a scheduler component needs on top:
   (``benchmarks.hostile get-flood``). A large page the application marks as
   shared (``shared_reply``: the operators' cached reads) is handed to the
   transport ``SLICE_BYTES`` at a time as the reader takes it, from the one
-  body all readers hold; the budget counts its remainder as if copied. A
-  verb's reply, which no one else holds, is written whole: the transport's
-  copy of the remainder is then all that is held;
+  body all readers hold, which the budget counts once, whole, while anyone
+  reads it (:meth:`ExtenderWorker.hold_shared`). A verb's reply, which no one
+  else holds, is written whole: the transport's copy of the remainder is then
+  all that is held;
 * a refusal's reply reaches its client: the server half-closes and reads and
   drops what the client still sends (up to the body limit, for
   ``linger_seconds``) before closing, since closing with unread bytes resets
@@ -87,6 +88,7 @@ class ExtenderProtocol(ASGIProtocol):
         self.error_sent = False  # gunicorn wrote a refusal: its close lingers
         self.close_after_reply = False  # the application's reply said Connection: close
         self.pumping: memoryview | None = None  # the part of a large body not yet handed to the transport
+        self.pump_body: bytes | None = None  # that body, while it is pumped
         self.shared_reply = False  # the application says this request's reply body is shared (a cached page)
         self.transport_full = False  # the transport asked us to stop writing while we pump
 
@@ -125,8 +127,6 @@ class ExtenderProtocol(ASGIProtocol):
         self._disarm()
         if self.write_timer is not None:
             self.write_timer.cancel()
-        if self.pumping is not None:
-            self._end_pump()
         self._give_request()
         self._give_reply()
         if not self.admitted:
@@ -250,7 +250,7 @@ class ExtenderProtocol(ASGIProtocol):
         size = len(body) if size is None else size
         transport = self.transport
         if (not self.shared_reply or chunked or size < PUMP_BYTES or transport is None or transport.is_closing()
-                or self.pumping is not None):
+                or self.pump_body is not None):
             super()._send_body(body, chunked, last, size)
             self._note_buffered()
             return
@@ -258,15 +258,17 @@ class ExtenderProtocol(ASGIProtocol):
         view = memoryview(body)[:size]
         super()._send_body(bytes(view[:SLICE_BYTES]), False, last, SLICE_BYTES)
         self.pumping = view[SLICE_BYTES:]
+        self.pump_body = body
         super().pause_writing()
         transport.set_write_buffer_limits(high=SLICE_BYTES, low=SLICE_BYTES // 2)
+        self.worker.hold_shared(body)  # past the budget, this very connection may be shed (_end_pump)
         self._pump()
 
     def _pump(self) -> None:
         """Hand the transport slices of the body until it is full (it calls resume_writing when it
         has room again) or the body is all handed over."""
         transport = self.transport
-        while self.pumping is not None and not self.transport_full:
+        while self.pump_body is not None and not self.transport_full:
             if transport is None or transport.is_closing():
                 self._end_pump()
                 return
@@ -281,7 +283,10 @@ class ExtenderProtocol(ASGIProtocol):
         self._note_buffered()
 
     def _end_pump(self) -> None:
-        self.pumping = None
+        if self.pump_body is None:
+            return
+        self.worker.release_shared(self.pump_body)
+        self.pump_body = self.pumping = None
         self.transport_full = False
         transport = self.transport
         if transport is not None and not transport.is_closing():
@@ -289,13 +294,13 @@ class ExtenderProtocol(ASGIProtocol):
         super().resume_writing()  # gunicorn's send() goes on
 
     def pause_writing(self):
-        if self.pumping is not None:
+        if self.pump_body is not None:
             self.transport_full = True
         else:
             super().pause_writing()
 
     def resume_writing(self):
-        if self.pumping is not None:
+        if self.pump_body is not None:
             self.transport_full = False
             self._pump()
         else:
@@ -307,8 +312,6 @@ class ExtenderProtocol(ASGIProtocol):
         and by the worker for connections that hold some)."""
         transport = self.transport
         size = transport.get_write_buffer_size() if transport is not None and not transport.is_closing() else 0
-        if self.pumping is not None:  # counted as if copied (see module doc)
-            size += self.pumping.nbytes
         if size == self.buffered:
             return
         worker = self.worker
@@ -327,6 +330,7 @@ class ExtenderProtocol(ASGIProtocol):
             worker.shed_stalled_replies()
 
     def _give_reply(self) -> None:
+        self._end_pump()
         if self.buffered:
             self.worker.replies.give(self.buffered)
             self.worker.stalled.discard(self)

@@ -65,6 +65,7 @@ class ExtenderWorker(ASGIWorker):
         self.inflight = ByteBudget(self.limits.inflight_bytes)
         self.replies = ByteBudget(self.limits.reply_bytes)
         self.stalled: set = set()  # connections whose reply waits for its reader
+        self.shared: dict = {}  # id(body) → [body, readers]: shared pages being handed over
         self.ports: list[Port] = []
         self._stopping: asyncio.Event | None = None
         self.log_json = get_logger()
@@ -89,6 +90,25 @@ class ExtenderWorker(ASGIWorker):
         super().handle_quit_signal()
         if self._stopping is not None:
             self._stopping.set()
+
+    def hold_shared(self, body: bytes) -> None:
+        """A connection starts handing over ``body``, a page other readers may hold too: counted in
+        the reply budget once, whole, until its last reader is done (:meth:`release_shared`)."""
+        entry = self.shared.get(id(body))
+        if entry is not None:
+            entry[1] += 1
+            return
+        self.shared[id(body)] = [body, 1]
+        self.replies.force(len(body))
+        if self.replies.over:
+            self.shed_stalled_replies()
+
+    def release_shared(self, body) -> None:
+        entry = self.shared[id(body)]
+        entry[1] -= 1
+        if not entry[1]:
+            del self.shared[id(body)]
+            self.replies.give(len(body))
 
     def shed_stalled_replies(self) -> None:
         """Past the reply budget: close the connections that have waited longest for their readers."""
