@@ -165,7 +165,7 @@ def create_app(config: Config | None = None, *, cluster=None, extender: Extender
         if compact not in FLAGS:
             return _json({"Error": f"compact must be 1 or 0, not {shown(compact, 40)}"}, 400)
         return Response(rendered.get(("inspect", FLAGS[compact]),
-                                     lambda: wire.encode(extender.inspect(compact=FLAGS[compact])),
+                                     lambda: wire.encode_report(extender.inspect_report(compact=FLAGS[compact])),
                                      extender.generation()), mimetype=JSON)
 
     @routes.get("/plan")

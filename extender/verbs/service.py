@@ -456,7 +456,13 @@ class Extender:
     # -- inspect ---------------------------------------------------------------
     def inspect(self, compact: bool = False) -> dict:
         """The inspect report; with ``compact``, the GPU map's form of it (extender.views.mapfeed)."""
-        report = self.ledger.inspect(annotations=not compact)
+        report = self.inspect_report(compact)
+        report["nodes"] = list(report["nodes"])
+        return report
+
+    def inspect_report(self, compact: bool = False) -> dict:
+        """:meth:`inspect` with ``nodes`` an iterator, for :func:`extender.verbs.wire.encode_report`."""
+        report = self.ledger.inspect_report(annotations=not compact)
         report["ready"] = self.ready()
         if self.leadership is not None:
             report["leadership"] = self.leadership.status()

@@ -28,6 +28,23 @@ def encode(value: object) -> bytes:
     return orjson.dumps(value)
 
 
+def encode_report(report: dict) -> bytes:
+    """``encode(report)`` for a report whose ``nodes`` may be an iterator of dicts: the same bytes,
+    with each node encoded as it is taken, so the report never exists whole as objects."""
+    pieces = [b"{"]
+    for key, value in report.items():
+        pieces += (b"," if len(pieces) > 1 else b"", encode(key), b":")
+        if key == "nodes":
+            pieces.append(b"[")
+            for n, node in enumerate(value):
+                pieces += (b"," if n else b"", encode(node))
+            pieces.append(b"]")
+        else:
+            pieces.append(encode(value))
+    pieces.append(b"}")
+    return b"".join(pieces)
+
+
 def field(obj: dict, name: str):
     """``obj[name]`` with Go's case-insensitive fallback; None when absent."""
     if name in obj:

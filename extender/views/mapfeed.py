@@ -31,8 +31,8 @@ HEALTHY, STRANDED = 1, 2
 def compact(report: dict, measured: Stranded | None) -> dict:
     """The compact form of a full inspect ``report`` (before :func:`extender.views.stranded.annotate`)."""
     rows = {name: i for i, name in enumerate(measured.names)} if measured is not None else {}
-    nodes = []
-    for node in report["nodes"]:
+
+    def compacted(node: dict) -> dict:
         i = rows.get(node["name"])
         gpus = []
         for gpu in node["gpus"]:
@@ -41,9 +41,12 @@ def compact(report: dict, measured: Stranded | None) -> dict:
                     for p in gpu["pods"]]
             gpus.append([gpu["memory"]["used"], gpu["memory"]["total"], gpu["core"]["used"], gpu["core"]["total"],
                          HEALTHY * gpu["healthy"] + STRANDED * stranded, pods])
-        nodes.append({**{key: node[key] for key in NODE_KEYS},
-                      "stranded": None if i is None else round(float(measured.per_node[i]), 4),
-                      "idle": None if i is None else round(float(measured.idle[i]), 4),
-                      "gpus": gpus,
-                      "unaccounted": [[f"{u['namespace']}/{u['name']}", u["memory"]] for u in node["unaccounted"]]})
+        return {**{key: node[key] for key in NODE_KEYS},
+                "stranded": None if i is None else round(float(measured.per_node[i]), 4),
+                "idle": None if i is None else round(float(measured.idle[i]), 4),
+                "gpus": gpus,
+                "unaccounted": [[f"{u['namespace']}/{u['name']}", u["memory"]] for u in node["unaccounted"]]}
+
+    nodes = report["nodes"]
+    nodes = [compacted(node) for node in nodes] if isinstance(nodes, list) else map(compacted, nodes)
     return {**{k: v for k, v in report.items() if k != "nodes"}, "compact": 1, "nodes": nodes}

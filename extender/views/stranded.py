@@ -73,10 +73,19 @@ def annotate(report: dict, measured: Stranded | None) -> None:
     """Add the measure to an inspect ``report``: ``stranded`` (GPUs) per node and (bool) per GPU, and a
     ``stranded`` summary; ``None`` values before the mix has any shape."""
     rows = {name: i for i, name in enumerate(measured.names)} if measured is not None else {}
-    for node in report["nodes"]:
+
+    def annotated(node: dict) -> dict:
         i = rows.get(node["name"])
         node["stranded"] = None if i is None else round(float(measured.per_node[i]), 4)
         for gpu in node["gpus"]:
             gpu["stranded"] = None if i is None else bool(measured.per_gpu[i, gpu["index"]])
+        return node
+
+    nodes = report["nodes"]
+    if isinstance(nodes, list):
+        for node in nodes:
+            annotated(node)
+    else:  # an iterator (Reporting.inspect_report): each node annotated as it is taken
+        report["nodes"] = map(annotated, nodes)
     report["stranded"] = None if measured is None else {
         "gpus": round(float(measured.per_node.sum()), 4), "unallocatedGpus": round(float(measured.idle.sum()), 4)}

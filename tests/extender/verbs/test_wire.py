@@ -104,3 +104,22 @@ def test_the_schedulers_body_splits_without_decoding_the_names():
     assert wire.split_node_names(b'{"Pod":{},"NodeNames":["a"],"X":["b"]}') is not None  # looks split ...
     args = wire.parse_extender_args(b'{"Pod":{},"NodeNames":["a"],"X":["b"]}')
     assert args.names == ["a"]  # ... but the tail is no array: the whole body decides
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(st.dictionaries(st.text(max_size=6).filter(lambda k: k != "nodes"), json_values, max_size=5),
+       st.lists(st.dictionaries(st.text(max_size=6), json_values, max_size=4), max_size=5),
+       st.integers(0, 5))
+def test_a_report_encoded_node_by_node_is_the_same_bytes(rest, nodes, position):
+    keys = list(rest)
+    position = min(position, len(keys))
+    report = {**{k: rest[k] for k in keys[:position]}, "nodes": nodes, **{k: rest[k] for k in keys[position:]}}
+    streamed = {**report, "nodes": iter(nodes)}
+    assert wire.encode_report(streamed) == wire.encode(report)
+    assert wire.encode_report({k: v for k, v in report.items() if k != "nodes"}) == wire.encode(
+        {k: v for k, v in report.items() if k != "nodes"})
