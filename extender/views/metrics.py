@@ -43,4 +43,32 @@ class Metrics:
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """``(body, content type)`` of a scrape whose ``Accept`` header is ``accept``."""
         encode, content_type = choose_encoder(accept or "")
-        return encode(self.registry), content_type
+        return encode_by_family(encode, self.registry), content_type
+
+
+class _Family:
+    """A registry of one metric family (what prometheus_client's encoders read: ``collect()``)."""
+
+    def __init__(self, families: list):
+        self.families = families
+
+    def collect(self):
+        return self.families
+
+
+def encode_by_family(encode, registry) -> bytes:
+    """``encode(registry)``, the same bytes, written one metric family at a time.
+
+    The library's encoders hold every sample line of the whole registry as a
+    string before joining them: at 5,000 nodes ~250,000 lines, a traced peak
+    of ~63 MB for a 16.7 MB page, rendered each second under a flood of
+    scrapers. One family at a time holds only the encoded pieces and one
+    family's lines. The OpenMetrics terminator (what ``encode`` writes for no
+    family at all) is written once, at the end."""
+    tail = encode(_Family([]))
+    pieces = []
+    for family in registry.collect():
+        piece = encode(_Family([family]))
+        pieces.append(piece[:len(piece) - len(tail)] if tail else piece)
+    pieces.append(tail)
+    return b"".join(pieces)

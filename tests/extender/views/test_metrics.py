@@ -4,6 +4,7 @@ import copy
 import re
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -212,3 +213,17 @@ def test_every_scrape_shows_exactly_the_ledger_and_the_verbs_answers(plan):
     binds = {dict(k)["result"]: v for k, v in series(samples, "cgpu_binds_total").items() if v}
     assert binds == {k: v for k, v in results.items() if v}
     assert samples[("cgpu_allocations", ())] == len(extender.ledger.allocations())
+
+
+@pytest.mark.parametrize("accept", [None, "application/openmetrics-text; version=1.0.0", "text/plain; version=1.0.0"])
+def test_a_page_written_one_family_at_a_time_is_the_library_s_page(accept):
+    from prometheus_client.exposition import choose_encoder
+
+    from benchmarks.synthetic import cluster_objects
+    from extender.views.metrics import Metrics, encode_by_family
+
+    metrics = Metrics(build_extender(Config(), cluster=EmbeddedCluster(cluster_objects(40, 8, seed=1))))
+    metrics.observe("bind", 0.003)
+    encode, _ = choose_encoder(accept or "")
+    whole = encode(metrics.registry)
+    assert encode_by_family(encode, metrics.registry) == whole and whole.count(b"\n# TYPE ") > 10
