@@ -8,7 +8,10 @@ is being rendered waits for that render instead of starting another) and
 keeps the rendered bytes for ``ttl`` seconds while what they show is
 unchanged (its ``version``), so however many clients ask, a view of an
 unchanged cluster is rendered at most once per ``ttl`` plus its own render
-time, and a change is seen at once.
+time, and a change is seen at once. Renders of different keys take turns:
+each holds its view's objects and pieces while it runs (at 5,000 nodes ~36
+MB for metrics, ~53 MB for inspect), and two at once made a flood of
+readers of both pages cost their sum.
 
 Keys are a small fixed set chosen by the caller (a route and its negotiated
 format), never raw request values. Thread-safe.
@@ -37,6 +40,7 @@ class RenderCache:
         self.ttl, self._clock = ttl, clock
         self._entries: dict[Hashable, _Entry] = {}
         self._lock = threading.Lock()
+        self._rendering = threading.Lock()
         self.renders = 0  # renders done, since start (for tests and metrics)
 
     def get(self, key: Hashable, render: Callable[[], object], version: Hashable = None):
@@ -58,7 +62,8 @@ class RenderCache:
                 raise entry.error
             return entry.value
         try:
-            entry.value = render()
+            with self._rendering:  # one render at a time, whatever the key (see module doc)
+                entry.value = render()
             self.renders += 1
         except BaseException as exc:
             entry.error = exc

@@ -44,6 +44,27 @@ def test_a_render_is_served_again_until_its_ttl_passes():
     assert cache.get("k", lambda: next(count)) == 2
 
 
+def test_renders_of_different_keys_take_turns():
+    cache, running, most = RenderCache(ttl=0), [0], [0]
+    lock = threading.Lock()
+
+    def render():
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return b"page"
+
+    threads = [threading.Thread(target=cache.get, args=(key, render)) for key in ("metrics", "inspect", "plan")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert most[0] == 1 and cache.renders == 3
+
+
 def test_a_failed_render_reaches_its_waiters_and_is_not_kept():
     cache = RenderCache(ttl=10)
     with pytest.raises(ZeroDivisionError):
