@@ -42,6 +42,7 @@ from extender.views import mapfeed
 from extender.views.defrag_plan import Defragged, defrag_of
 from extender.views.planning import PlanCache, Planned, PlanSettings, plan_of
 from extender.views.stranded import StrandedMeter, annotate
+from extender.views.stranded import summary as stranded_summary
 from policy.defrag import DEFAULT_MAX_MOVES
 from policy.defrag.movable import DEFRAG_ANNOTATION
 from policy.fragmentation.shapes import ShapeMix
@@ -469,5 +470,8 @@ class Extender:
         report["cluster"] = getattr(self.cluster, "kind", "unknown")
         report["scoring"] = getattr(self.ledger.strategy, "name", "unknown")
         measured = self.stranded.current()
+        if compact:  # the compact form reads each node's stranded share itself
+            report["stranded"] = stranded_summary(measured)
+            return mapfeed.compact(report, measured)
         annotate(report, measured)
-        return mapfeed.compact(report, measured) if compact else report
+        return report

@@ -29,7 +29,8 @@ HEALTHY, STRANDED = 1, 2
 
 
 def compact(report: dict, measured: Stranded | None) -> dict:
-    """The compact form of a full inspect ``report`` (before :func:`extender.views.stranded.annotate`)."""
+    """The compact form of an inspect ``report`` (its ``nodes`` any iterable of full entries, not
+    annotated: each node's stranded share is read from ``measured`` here), nodes compacted as taken."""
     rows = {name: i for i, name in enumerate(measured.names)} if measured is not None else {}
 
     def compacted(node: dict) -> dict:
@@ -47,6 +48,5 @@ def compact(report: dict, measured: Stranded | None) -> dict:
                 "gpus": gpus,
                 "unaccounted": [[f"{u['namespace']}/{u['name']}", u["memory"]] for u in node["unaccounted"]]}
 
-    nodes = report["nodes"]
-    nodes = [compacted(node) for node in nodes] if isinstance(nodes, list) else map(compacted, nodes)
-    return {**{k: v for k, v in report.items() if k != "nodes"}, "compact": 1, "nodes": nodes}
+    return {**{k: v for k, v in report.items() if k != "nodes"}, "compact": 1,
+            "nodes": map(compacted, report["nodes"])}

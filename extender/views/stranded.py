@@ -70,8 +70,9 @@ class StrandedMeter:
 
 
 def annotate(report: dict, measured: Stranded | None) -> None:
-    """Add the measure to an inspect ``report``: ``stranded`` (GPUs) per node and (bool) per GPU, and a
-    ``stranded`` summary; ``None`` values before the mix has any shape."""
+    """Add the measure to an inspect ``report``: ``stranded`` (GPUs) per node and (bool) per GPU, each
+    node's as it is taken (``nodes`` becomes an iterator), and the :func:`summary`; ``None`` values
+    before the mix has any shape."""
     rows = {name: i for i, name in enumerate(measured.names)} if measured is not None else {}
 
     def annotated(node: dict) -> dict:
@@ -81,11 +82,11 @@ def annotate(report: dict, measured: Stranded | None) -> None:
             gpu["stranded"] = None if i is None else bool(measured.per_gpu[i, gpu["index"]])
         return node
 
-    nodes = report["nodes"]
-    if isinstance(nodes, list):
-        for node in nodes:
-            annotated(node)
-    else:  # an iterator (Reporting.inspect_report): each node annotated as it is taken
-        report["nodes"] = map(annotated, nodes)
-    report["stranded"] = None if measured is None else {
+    report["nodes"] = map(annotated, report["nodes"])
+    report["stranded"] = summary(measured)
+
+
+def summary(measured: Stranded | None) -> dict | None:
+    """The inspect report's ``stranded``: the cluster's stranded and unallocated GPUs."""
+    return None if measured is None else {
         "gpus": round(float(measured.per_node.sum()), 4), "unallocatedGpus": round(float(measured.idle.sum()), 4)}
