@@ -34,19 +34,32 @@ FLOOR_PREFIX = "/floor"
 ECHO_PREFIX = "/echo"
 
 
-def create_echo_app(config: Config, replies: str):
+class Recorded:
+    """The driver's record of the extender's replies (opened at the first read: the driver writes it
+    during the extender's pass)."""
+
+    def __init__(self, path: str):
+        self.path, self.fd = path, None
+
+    def reply(self, body: bytes, where: str) -> bytes:
+        """Decode ``body`` (the work the floor and echo keep) and answer the recorded bytes ``where``
+        (``X-Floor-Reply``: ``offset:length``) names."""
+        orjson.loads(body)
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        offset, length = map(int, where.split(":"))
+        return os.pread(self.fd, length, offset)
+
+
+def create_echo_app(config: Config, recorded: Recorded):
     """The extender's Flask app with the echo routes added."""
     app = create_app(config)
     echo = Blueprint("echo", __name__, url_prefix=ECHO_PREFIX)
-    recorded = {}
 
     @echo.post("/<verb>")
     def bare(verb: str):
-        orjson.loads(request.get_data())
-        if "fd" not in recorded:
-            recorded["fd"] = os.open(replies, os.O_RDONLY)
-        offset, length = map(int, request.headers["X-Floor-Reply"].split(":"))
-        return Response(os.pread(recorded["fd"], length, offset), mimetype="application/json")
+        return Response(recorded.reply(request.get_data(), request.headers["X-Floor-Reply"]),
+                        mimetype="application/json")
 
     app.register_blueprint(echo)
     return app
@@ -55,32 +68,27 @@ def create_echo_app(config: Config, replies: str):
 class FloorASGI(ExtenderASGI):
     """The extender's ASGI application, with ``POST /floor/<verb>`` answered on the verbs' path."""
 
-    def __init__(self, flask_app, prefix: str, replies: str, **kwargs):
+    def __init__(self, flask_app, prefix: str, recorded: Recorded, **kwargs):
         super().__init__(flask_app, prefix, **kwargs)
         self.by_path.update({f"{FLOOR_PREFIX}/{verb}": verb for verb in VERBS})
-        self.replies = replies
-        self.fd = None  # opened at the first floor request: the driver writes the file during the extender's pass
+        self.recorded = recorded
 
     def answer(self, verb: str, path: str, headers, body: bytes) -> tuple:
         if not path.startswith(FLOOR_PREFIX):
             return super().answer(verb, path, headers, body)
         started = time.perf_counter()
-        orjson.loads(body)
-        if self.fd is None:
-            self.fd = os.open(self.replies, os.O_RDONLY)
-        offset, length = map(int, next(v for k, v in headers if k == b"x-floor-reply").split(b":"))
-        data = os.pread(self.fd, length, offset)
+        data = self.recorded.reply(body, next(v for k, v in headers if k == b"x-floor-reply").decode("latin-1"))
         return 200, [(b"content-type", b"application/json"),
                      (b"server-timing", timing(time.perf_counter() - started).encode())], data
 
 
 class FloorApplication(ExtenderApplication):
-    def __init__(self, replies: str, *args, **kwargs):
-        self.replies = replies
+    def __init__(self, recorded: Recorded, *args, **kwargs):
+        self.recorded = recorded
         super().__init__(*args, **kwargs)
 
     def asgi(self, app):
-        return FloorASGI(app, self.config.normalised_prefix(), self.replies, threads=self.where.threads,
+        return FloorASGI(app, self.config.normalised_prefix(), self.recorded, threads=self.where.threads,
                          inline_body_bytes=self.limits.inline_body_bytes)
 
 
@@ -95,9 +103,10 @@ def main(argv=None) -> None:
     parser.add_argument("--scoring", default="ack")
     args = parser.parse_args(argv)
     config = Config(cluster_file=args.cluster, log_level=args.log_level, scoring=args.scoring)
-    FloorApplication(args.replies, config, Listening(args.host, args.port, threads=args.threads),
+    recorded = Recorded(args.replies)  # one record, one descriptor, for the floor and the echo
+    FloorApplication(recorded, config, Listening(args.host, args.port, threads=args.threads),
                      Limits().for_body(config.max_body_bytes),
-                     factory=lambda c: create_echo_app(c, args.replies)).run()
+                     factory=lambda c: create_echo_app(c, recorded)).run()
 
 
 if __name__ == "__main__":
