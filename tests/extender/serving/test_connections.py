@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from builders import scheduler_pod
+from rawhttp import raw_request, replies
 from served import PREFIX, served as serving
 
 NODES = ["gpu-core-a", "gpu-core-b"]
@@ -18,35 +19,11 @@ def served():
         yield server
 
 
-def replies(sock: socket.socket, count: int) -> list:
-    """``count`` replies read off ``sock``: ``[(status, headers dict, body)]``."""
-    data, out = b"", []
-    while len(out) < count:
-        head_end = data.find(b"\r\n\r\n")
-        if head_end >= 0:
-            lines = data[:head_end].split(b"\r\n")
-            headers = {name.lower(): value for name, value in (line.split(b": ", 1) for line in lines[1:])}
-            length = int(headers.get(b"content-length", b"0"))
-            if len(data) >= head_end + 4 + length:
-                out.append((int(lines[0].split()[1]), headers, data[head_end + 4:head_end + 4 + length]))
-                data = data[head_end + 4 + length:]
-                continue
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return out
-
-
-def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
-    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n"
-            % (path.encode(), len(body), extra)) + body
-
-
 def test_pipelined_requests_are_answered_in_order_on_one_connection(served):
     body = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})
-    stream = (post(f"{PREFIX}/filter", body) + b"GET /cgpu-scheduler/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-              + post(f"{PREFIX}/bind", b"{}") + post(f"{PREFIX}/prioritize", body))
+    stream = (raw_request("POST", f"{PREFIX}/filter", body)
+              + b"GET /cgpu-scheduler/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+              + raw_request("POST", f"{PREFIX}/bind", b"{}") + raw_request("POST", f"{PREFIX}/prioritize", body))
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
         sock.sendall(stream)
         got = replies(sock, 4)
@@ -60,7 +37,7 @@ def test_pipelined_requests_are_answered_in_order_on_one_connection(served):
 def test_a_client_that_expects_100_continue_is_told_to_go_on(served):
     body = orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-        sock.sendall(post(f"{PREFIX}/filter", body, b"Expect: 100-continue\r\n")[:-len(body)])
+        sock.sendall(raw_request("POST", f"{PREFIX}/filter", body, b"Expect: 100-continue\r\n")[:-len(body)])
         assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(body)
         ((status, _, data),) = replies(sock, 1)
@@ -69,7 +46,7 @@ def test_a_client_that_expects_100_continue_is_told_to_go_on(served):
 
 def test_a_client_that_half_closes_after_its_request_still_gets_the_reply(served):
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-        sock.sendall(post(f"{PREFIX}/bind", b"{}"))  # bind runs in a handler thread
+        sock.sendall(raw_request("POST", f"{PREFIX}/bind", b"{}"))  # bind runs in a handler thread
         sock.shutdown(socket.SHUT_WR)
         ((status, headers, data),) = replies(sock, 1)
         assert status == 200 and orjson.loads(data)["Error"]
@@ -90,12 +67,13 @@ def test_bodies_past_the_servers_budget_are_refused_503_and_the_budget_comes_bac
     with nothing held any more, the next requests are answered."""
     body = b"{" + b" " * 100_000 + b"}"
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-        sock.sendall(post(f"{PREFIX}/filter", body))
+        sock.sendall(raw_request("POST", f"{PREFIX}/filter", body))
         ((status, _, data),) = replies(sock, 1)
     assert status == 503 and b"too many request bytes" in data
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-            sock.sendall(post(f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})))
+            sock.sendall(raw_request("POST", f"{PREFIX}/filter",
+                                     orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES})))
             ((status, _, _),) = replies(sock, 1)
         assert status == 200
 
@@ -112,7 +90,7 @@ def test_thousands_of_pipelined_requests_in_one_write_are_all_answered(served):
 def test_a_client_that_pipelines_without_reading_is_not_read_without_bound(served):
     """Replies it does not read fill the socket; the server then stops reading its requests
     (it does not buffer them all), and answers them once the client reads."""
-    request = post(f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES}))
+    request = raw_request("POST", f"{PREFIX}/filter", orjson.dumps({"Pod": scheduler_pod(), "NodeNames": NODES}))
     with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.setblocking(False)
