@@ -64,6 +64,11 @@ async def read_body(receive) -> bytes | None:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def connection_of(scope):
+    """The :class:`~extender.serving.protocol.ExtenderProtocol` serving this request (None outside it)."""
+    return scope.get("extensions", {}).get("cgpu.connection")
+
+
 def from_browser(headers) -> bool:
     """Whether a request's headers say a browser page sent it (see module doc)."""
     for name, value in headers:
@@ -95,7 +100,7 @@ class ExtenderASGI:
         if verb is not None:
             await self.verb(verb, path, scope, receive, send)
         elif path.endswith(HEAVY_READS):
-            connection = scope.get("extensions", {}).get("cgpu.connection")
+            connection = connection_of(scope)
             if connection is not None:  # its reply is a cached page many readers share: pumped, not copied
                 connection.shared_reply = True
             await self.operators(scope, receive, send)
@@ -137,7 +142,7 @@ class ExtenderASGI:
                     "headers": [(b"content-length", b"%d" % len(data)), *out]})
         await send({"type": "http.response.body", "body": data})
         if (b"connection", b"close") in out:  # a standby's 503: the client's next request finds the leader
-            connection = scope.get("extensions", {}).get("cgpu.connection")
+            connection = connection_of(scope)
             if connection is not None:
                 connection.close_after_reply = True
 
